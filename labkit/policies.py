@@ -1,0 +1,126 @@
+"""When to stop drafting: small policy objects with visible state.
+
+The decoder calls ``keep_drafting(n_drafted, confidence)`` after each drafted token
+(``confidence`` = the draft's top-1 probability for that position; the token just drafted
+is always kept) and ``update(n_drafted, n_accepted)`` after each verification.
+
+``AdaptiveThreshold`` is Draft & Verify's rule (Zhang et al. 2023, Sec. 3.3): a smoothed
+acceptance rate AR <- beta1 * AR + (1 - beta1) * (accepted / drafted); the threshold is
+pushed up by epsilon when AR is below the target (draft less, more carefully) and down by
+epsilon when above (draft more), and the move itself is smoothed:
+threshold <- beta2 * threshold + (1 - beta2) * (threshold +/- epsilon).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+__all__ = ["DraftPolicy", "FixedK", "StaticThreshold", "AdaptiveThreshold"]
+
+
+def _check_probability(name: str, value: float) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
+        raise TypeError(f"{name} must be a number in [0, 1], got {value!r}")
+    if not 0.0 <= value <= 1.0:
+        raise ValueError(f"{name} must be in [0, 1], got {value!r}")
+    return float(value)
+
+
+def _check_count(name: str, value: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an integer >= 1, got {value!r}")
+    if value < 1:
+        raise ValueError(f"{name} must be >= 1, got {value!r}")
+    return value
+
+
+class DraftPolicy:
+    """Interface. ``max_draft`` bounds every draft; ``threshold`` is None for count-only policies."""
+
+    max_draft: int = 1
+    threshold: float | None = None
+
+    def keep_drafting(self, n_drafted: int, confidence: float) -> bool:
+        raise NotImplementedError
+
+    def update(self, n_drafted: int, n_accepted: int) -> None:
+        """Called after each verification (adaptive policies learn here)."""
+
+    def state(self) -> dict:
+        return {"threshold": self.threshold, "max_draft": self.max_draft}
+
+    def reset(self) -> None:
+        """Forget what was learned (adaptive policies)."""
+
+
+@dataclass
+class FixedK(DraftPolicy):
+    """Always draft ``k`` tokens (fewer only at EOS or the end of the budget)."""
+
+    k: int = 4
+
+    def __post_init__(self) -> None:
+        _check_count("k", self.k)
+
+    @property
+    def max_draft(self) -> int:  # type: ignore[override]
+        return self.k
+
+    def keep_drafting(self, n_drafted: int, confidence: float) -> bool:
+        return n_drafted < self.k
+
+
+@dataclass
+class StaticThreshold(DraftPolicy):
+    """Stop drafting after a token whose draft top-1 probability is below ``threshold``."""
+
+    threshold: float = 0.6             # type: ignore[assignment]
+    max_draft: int = 12
+
+    def __post_init__(self) -> None:
+        self.threshold = _check_probability("threshold", self.threshold)
+        _check_count("max_draft", self.max_draft)
+
+    def keep_drafting(self, n_drafted: int, confidence: float) -> bool:
+        return n_drafted < self.max_draft and confidence >= self.threshold
+
+
+@dataclass
+class AdaptiveThreshold(DraftPolicy):
+    """Draft & Verify's adaptive draft-exit threshold (official defaults)."""
+
+    beta1: float = 0.5                 # smoothing of the acceptance rate
+    target: float = 0.9                # acceptance rate aimed for
+    epsilon: float = 0.01              # step of the threshold
+    beta2: float = 0.9                 # smoothing of the threshold's moves
+    initial_threshold: float = 0.6
+    max_draft: int = 12
+    threshold: float = field(init=False)            # type: ignore[assignment]
+    acceptance_rate: float = field(init=False)      # smoothed accepted / drafted
+    n_updates: int = field(init=False, default=0)
+
+    def __post_init__(self) -> None:
+        for name in ("beta1", "target", "epsilon", "beta2", "initial_threshold"):
+            _check_probability(name, getattr(self, name))
+        _check_count("max_draft", self.max_draft)
+        self.reset()
+
+    def reset(self) -> None:
+        self.threshold = float(self.initial_threshold)
+        self.acceptance_rate = float(self.target)
+        self.n_updates = 0
+
+    def keep_drafting(self, n_drafted: int, confidence: float) -> bool:
+        return n_drafted < self.max_draft and confidence >= self.threshold
+
+    def update(self, n_drafted: int, n_accepted: int) -> None:
+        if n_drafted == 0:
+            return
+        self.acceptance_rate = self.beta1 * self.acceptance_rate + (1 - self.beta1) * (n_accepted / n_drafted)
+        moved = self.threshold + (self.epsilon if self.acceptance_rate < self.target else -self.epsilon)
+        self.threshold = min(1.0, max(0.0, self.beta2 * self.threshold + (1 - self.beta2) * moved))
+        self.n_updates += 1
+
+    def state(self) -> dict:
+        return {"threshold": self.threshold, "acceptance_rate": self.acceptance_rate,
+                "max_draft": self.max_draft, "n_updates": self.n_updates}

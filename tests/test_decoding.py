@@ -1,0 +1,109 @@
+"""Greedy self-speculative decoding is token-identical to transformers' own generate()."""
+import random
+
+import pytest
+import torch
+
+from labkit import (AdaptiveThreshold, FixedK, SkipSet, StaticThreshold, autoregressive_generate,
+                    speculative_generate)
+from tiny_models import ARCHITECTURES, tiny_model
+
+N_LAYERS = 4
+VOCAB = 97
+
+
+def hf_greedy(model, ids, max_new_tokens, eos=None):
+    out = model.generate(ids, max_new_tokens=max_new_tokens, do_sample=False, eos_token_id=eos, pad_token_id=0)
+    return out
+
+
+def random_skip(rng: random.Random) -> SkipSet:
+    kind = rng.random()
+    if kind < 0.15:
+        return SkipSet.all(N_LAYERS)
+    if kind < 0.3:
+        return SkipSet(attention=[0])
+    mask = [rng.random() < 0.5 for _ in range(2 * N_LAYERS)]
+    return SkipSet.from_mask(mask)
+
+
+def random_policy(rng: random.Random):
+    return rng.choice([
+        FixedK(rng.randint(1, 6)),
+        StaticThreshold(rng.choice([0.0, 0.2, 0.5, 0.9]), rng.randint(1, 8)),
+        AdaptiveThreshold(max_draft=rng.randint(1, 12), initial_threshold=rng.choice([0.1, 0.6])),
+    ])
+
+
+@pytest.fixture(scope="module", params=ARCHITECTURES)
+def model(request):
+    return tiny_model(request.param, n_layers=N_LAYERS, vocab_size=VOCAB)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_greedy_matches_transformers(model, seed):
+    rng = random.Random(seed)
+    prompt_len = rng.choice([1, 2, 5, 17])
+    ids = torch.randint(0, VOCAB, (1, prompt_len), generator=torch.Generator().manual_seed(seed))
+    max_new = rng.choice([1, 3, 7, 24])
+    expected = hf_greedy(model, ids, max_new)
+    assert torch.equal(autoregressive_generate(model, ids, max_new).sequences, expected)
+    for _ in range(3):
+        skip, policy = random_skip(rng), random_policy(rng)
+        out = speculative_generate(model, ids, skip=skip, policy=policy, max_new_tokens=max_new)
+        assert torch.equal(out.sequences, expected), (skip, policy)
+        assert out.trace.n_emitted == max_new
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_eos_inside_a_draft_stops_where_plain_decoding_stops(model, seed):
+    ids = torch.randint(0, VOCAB, (1, 4), generator=torch.Generator().manual_seed(100 + seed))
+    free = hf_greedy(model, ids, 30)[0, 4:].tolist()
+    eos = free[3 + seed]                       # a token the greedy path really produces
+    expected = hf_greedy(model, ids, 30, eos=eos)
+    assert expected[0, -1].item() == eos and expected.shape[1] < 4 + 30
+    for policy in (FixedK(8), StaticThreshold(0.0, 12), AdaptiveThreshold()):
+        for skip in (SkipSet(), SkipSet(mlp=[1, 2]), SkipSet.all(N_LAYERS)):
+            out = speculative_generate(model, ids, skip=skip, policy=policy, max_new_tokens=30, eos_token_id=eos)
+            assert torch.equal(out.sequences, expected)
+    assert torch.equal(autoregressive_generate(model, ids, 30, eos_token_id=eos).sequences, expected)
+
+
+def test_budget_ending_mid_draft(model):
+    ids = torch.randint(0, VOCAB, (1, 6), generator=torch.Generator().manual_seed(7))
+    for max_new in range(0, 12):
+        expected = hf_greedy(model, ids, max_new) if max_new else ids
+        out = speculative_generate(model, ids, skip=SkipSet(), policy=FixedK(5), max_new_tokens=max_new)
+        assert torch.equal(out.sequences, expected)
+        assert all(s.n_drafted <= 5 for s in out.trace.steps)
+
+
+def test_separate_draft_model_is_lossless(model):
+    arch = type(model).__name__.replace("ForCausalLM", "").lower()
+    draft = tiny_model(arch, n_layers=2, vocab_size=VOCAB, seed=123)
+    for seed in range(4):
+        ids = torch.randint(0, VOCAB, (1, 1 + 5 * seed), generator=torch.Generator().manual_seed(seed))
+        expected = hf_greedy(model, ids, 25)
+        for policy in (FixedK(3), StaticThreshold(0.3, 6), AdaptiveThreshold()):
+            out = speculative_generate(model, ids, draft_model=draft, policy=policy, max_new_tokens=25)
+            assert torch.equal(out.sequences, expected)
+
+
+def test_no_skip_draft_is_always_accepted():
+    model = tiny_model("llama", n_layers=N_LAYERS, vocab_size=VOCAB)
+    ids = torch.randint(0, VOCAB, (1, 5), generator=torch.Generator().manual_seed(0))
+    out = speculative_generate(model, ids, skip=SkipSet(), policy=FixedK(4), max_new_tokens=20)
+    s = out.trace.summary()
+    assert s["acceptance_rate"] == 1.0
+    assert s["tokens_per_step"] == 5.0
+    assert [st.next_kind for st in out.trace.steps] == ["bonus"] * 4
+
+
+def test_model_is_unchanged_after_skipping():
+    model = tiny_model("llama", n_layers=N_LAYERS, vocab_size=VOCAB)
+    modules_before = [(n, id(m)) for n, m in model.named_modules()]
+    ids = torch.randint(0, VOCAB, (1, 5), generator=torch.Generator().manual_seed(0))
+    before = model(ids).logits
+    speculative_generate(model, ids, skip=SkipSet(attention=[0, 2], mlp=[1, 2, 3]), max_new_tokens=10)
+    assert [(n, id(m)) for n, m in model.named_modules()] == modules_before
+    assert torch.equal(model(ids).logits, before)
