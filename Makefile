@@ -13,7 +13,6 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet torch==2.13.0       # first, pinned: an unpinned torch pulls GBs of CUDA wheels
 	$(PY) -m pip install --quiet -e ".[test]"
-	$(PY) -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (labkit)" >/dev/null
 	touch $(STAMP)
 
 venv: $(STAMP)
