@@ -71,7 +71,7 @@ class Prompt:
     """A held-out code-completion prompt: a function's signature and docstring."""
 
     text: str          # what the model is given
-    source: str        # 'relative/path.py:function_name'
+    source: str        # 'relative/path.py:line:function_name'
 
 
 def _function_prompts(path: Path, root: Path) -> list[Prompt]:
@@ -94,7 +94,7 @@ def _function_prompts(path: Path, root: Path) -> list[Prompt]:
         indent = len(text) - len(text.lstrip(" "))
         text = "\n".join(line[indent:] for line in text.splitlines()) + "\n"
         if 60 <= len(text) <= 600:
-            found.append(Prompt(text=text, source=f"{path.relative_to(root).as_posix()}:{node.name}"))
+            found.append(Prompt(text=text, source=f"{path.relative_to(root).as_posix()}:{node.lineno}:{node.name}"))
     return found
 
 
@@ -112,6 +112,7 @@ def prompts(n: int = 8, *, seed: int = 0, root: Path | None = None) -> list[Prom
         candidates.extend(_function_prompts(path, root))
     if not candidates:
         raise RuntimeError(f"no prompt candidates found in the validation files under {root}")
+    candidates = list({p.text: p for p in candidates}.values())        # same text in two classes: keep one
     candidates.sort(key=lambda p: hashlib.sha1(f"{seed}:{p.source}".encode()).hexdigest())
     if n > len(candidates):
         raise ValueError(f"asked for {n} prompts but only {len(candidates)} held-out functions exist")

@@ -5,7 +5,9 @@ Search space: 2L binary parameters ``attn_{l}`` and ``mlp_{l}`` (``suggest_int(n
 5-36 s per trial and got stuck proposing "skip all". Samplers: ``gp`` (Optuna's GPSampler, the
 default), ``tpe`` and ``random``, all seeded. Every new study is warm-started (``enqueue_trial``)
 with: nothing skipped, every other layer (both blocks of the odd layers), every other attention
-block (attention of the odd layers).
+block (attention of the odd layers); a new ratio-bucket study only with those inside its bucket,
+plus the 3 best sets inside the bucket that other studies of the same model and objective in the
+storage have evaluated.
 
 Objectives, both in **ms per generated token** (lower is better):
 
@@ -82,6 +84,11 @@ __all__ = [
     "params_from_skip", "warm_start_sets", "ratio_buckets", "SAMPLERS", "OBJECTIVES", "DEFAULT_STORAGE",
     "SEARCH_DIR", "BUCKET_WIDTH",
 ]
+
+# labkit/__init__.py imports best_skip_set from here, so `python -m labkit.search` finds this module
+# already imported and runpy warns that it runs a second copy as __main__. That is harmless here (the
+# module holds constants and a model cache only); silence exactly that warning.
+warnings.filterwarnings("ignore", message=r"'labkit\.search' found in sys\.modules", category=RuntimeWarning)
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_STORAGE = f"sqlite:///{REPO / 'results' / 'search.db'}"
@@ -516,6 +523,30 @@ def _stored_cost_model(storage, expected: dict):
     return CostModel.from_dict(max(found, key=lambda d: d.get("measured_at", "")))
 
 
+def _known_good_sets(storage, expected: dict, bucket, n_layers: int, k: int = 3, exclude=()) -> dict[str, SkipSet]:
+    """The ``k`` best sets inside ``bucket`` that other studies of the same model and objective evaluated.
+
+    A new ratio-bucket study is warm-started with them, so it starts from what the storage knows.
+    """
+    import optuna
+
+    same = ("model", "model_fingerprint", "objective", "settings", "search_space")
+    scored = []
+    for s in optuna.get_all_study_summaries(storage, include_best_trial=False):
+        if not s.user_attrs.get(_STUDY_MARKER) or any(s.user_attrs.get(key) != expected[key] for key in same):
+            continue
+        for t in _feasible_trials(optuna.load_study(study_name=s.study_name, storage=storage)):
+            skip = skip_from_params(t.params, n_layers)
+            if _in_bucket(skip.ratio(n_layers), bucket):
+                scored.append((t.value, skip, f"best known in the bucket ({s.study_name} #{t.number})"))
+    out, seen = {}, set(exclude)
+    for _, skip, label in sorted(scored, key=lambda x: x[0]):
+        if skip not in seen and len(out) < k:
+            seen.add(skip)
+            out[label] = skip
+    return out
+
+
 def _check_trials(trials) -> int:
     if isinstance(trials, bool) or not isinstance(trials, int):
         raise TypeError(f"trials must be an integer >= 1, got {trials!r}")
@@ -585,11 +616,16 @@ def run_search(model="default", *, objective: str = "modelled", trials: int = 10
             study.set_user_attr("unit", UNIT)
             if cost_model is not None:
                 study.set_user_attr("cost_model", cost_model.to_dict())
-            if warm_start:
-                for label, skip in warm_start_sets(L).items():
-                    if bucket is None or _in_bucket(skip.ratio(L), bucket):
-                        study.enqueue_trial(params_from_skip(skip, L), user_attrs={"warm_start": label})
+            # the marker goes last among the attributes (other workers wait for it) but before the
+            # warm-start trials, so a worker that sees trials without a marker knows it is no labkit study
             study.set_user_attr(_STUDY_MARKER, {"version": 1, "created_at": time.strftime("%Y-%m-%dT%H:%M:%S")})
+            if warm_start:
+                starts = {label: skip for label, skip in warm_start_sets(L).items()
+                          if bucket is None or _in_bucket(skip.ratio(L), bucket)}
+                if bucket is not None:
+                    starts.update(_known_good_sets(store, expected, bucket, L, exclude=set(starts.values())))
+                for label, skip in starts.items():
+                    study.enqueue_trial(params_from_skip(skip, L), user_attrs={"warm_start": label})
 
         evaluator = _build_objective(objective, model_obj, tokenizer, settings, cost_model)
         baseline = evaluator.baseline_ms

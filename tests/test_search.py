@@ -114,9 +114,16 @@ def test_measured_search(tiny, tmp_path):
 
 
 def test_ratio_bucket_penalises_sets_outside(tiny, tmp_path):
-    res = run_search(tiny, trials=12, sampler="random", storage=db(tmp_path), ratio_bucket=(0.5, 0.625), **FAST)
+    storage = db(tmp_path)
+    free = run_search(tiny, trials=8, sampler="random", storage=storage, **FAST).study
+    known = {skip_from_params(t.params, 4) for t in free.trials if t.user_attrs["eval"]["ratio"] == 0.5}
+    res = run_search(tiny, trials=12, sampler="random", storage=storage, ratio_bucket=(0.5, 0.625), **FAST)
     trials = res.study.trials
-    assert [t.user_attrs.get("warm_start") for t in trials[:1]] == ["every other layer"]   # the only one inside
+    starts = [t.user_attrs["warm_start"] for t in trials if "warm_start" in t.user_attrs]
+    assert starts[0] == "every other layer"                              # the only fixed warm start inside
+    # then the best sets inside the bucket that the unconstrained study already evaluated
+    assert len(starts) == 1 + min(3, len(known - {warm_start_sets(4)["every other layer"]}))
+    assert all(s.startswith("best known in the bucket") for s in starts[1:])
     inside = [t for t in trials if t.user_attrs["eval"]["feasible"]]
     outside = [t for t in trials if not t.user_attrs["eval"]["feasible"]]
     assert inside and outside
