@@ -49,6 +49,7 @@ class BenchConfig:
     seed: int = 0
     fixed_k: int = 4
     static_threshold: float = 0.5
+    lookup_tokens: int = 6              # labkit's prompt-lookup drafts (HF's row uses prompt_lookup_num_tokens=3)
     sampling: bool = True               # also a sampling section (temperature below, fixed seeds)
     temperature: float = 0.7
     hf_builtins: bool = True
@@ -166,6 +167,11 @@ def build_methods(cfg: BenchConfig, loaded: dict, calib_ids: torch.Tensor) -> tu
             methods.append(_labkit_method(
                 f"{name}: self-spec, {pname}", name,
                 lambda ids, n, m=model, s=skip, p=policy: speculative_generate(m, ids, skip=s, policy=p, max_new_tokens=n)))
+        policy = AdaptiveThreshold()
+        methods.append(_labkit_method(
+            f"{name}: self-spec adaptive + prompt lookup", name,
+            lambda ids, n, m=model, s=skip, p=policy: speculative_generate(m, ids, skip=s, policy=p, max_new_tokens=n,
+                                                                           lookup=cfg.lookup_tokens)))
         if name != cfg.models[0] or not cfg.hf_builtins:
             continue
         exit_layer = _best_early_exit_layer(model, calib_ids, 32)

@@ -31,7 +31,7 @@ from .sampling import Warp, residual_distribution, sample
 from .skip import SkipSet, skipping
 from .trace import StepRecord, Trace
 
-__all__ = ["GenerationResult", "autoregressive_generate", "speculative_generate", "forward_tokens"]
+__all__ = ["GenerationResult", "autoregressive_generate", "speculative_generate", "forward_tokens", "ngram_lookup"]
 
 
 @dataclass
@@ -160,6 +160,20 @@ def _check_draft_model(model, draft_model) -> None:
         )
 
 
+def ngram_lookup(tokens: list[int], max_tokens: int, max_ngram: int = 3, min_ngram: int = 2) -> list[int]:
+    """Prompt-lookup draft: the tokens that followed the most recent earlier occurrence of the
+    sequence's last n tokens (longest n first). Free to compute; strong on code, which repeats itself."""
+    if max_tokens <= 0:
+        return []
+    length = len(tokens)
+    for n in range(min(max_ngram, length - 1), min_ngram - 1, -1):
+        suffix = tokens[-n:]
+        for start in range(length - n - 1, -1, -1):
+            if tokens[start: start + n] == suffix:
+                return tokens[start + n: start + n + max_tokens]
+    return []
+
+
 def _check_mask_free_drafting(model, skip: SkipSet) -> None:
     """Single-token drafting needs no mask; models without per-layer-type masks get none only under sdpa."""
     if getattr(model.config, "layer_types", None) or not skip.attention:
@@ -196,12 +210,14 @@ def speculative_generate(model, input_ids, *, skip: SkipSet | None = None, draft
                          policy: DraftPolicy | None = None, max_new_tokens: int = 64, do_sample: bool = False,
                          temperature: float = 1.0, top_k: int | None = None, top_p: float | None = None,
                          generator: torch.Generator | None = None, eos_token_id=None,
-                         record_trace: bool = True) -> GenerationResult:
+                         lookup: int = 0, record_trace: bool = True) -> GenerationResult:
     """Draft with ``model`` minus the blocks in ``skip`` (or with ``draft_model``), verify with ``model``.
 
     Greedy output is token-identical to plain greedy decoding; sampled output is an exact
     sample of the (warped) target distribution. ``policy`` (default: a fresh
     :class:`AdaptiveThreshold`) decides when drafting stops and keeps its state across calls.
+    ``lookup`` > 0 first tries a prompt-lookup draft of up to that many tokens copied from the
+    context (:func:`ngram_lookup`, a point-mass q); the model drafts only when nothing matches.
     """
     input_ids = _check_inputs(model, input_ids, max_new_tokens)
     if skip is not None and draft_model is not None:
@@ -215,6 +231,8 @@ def speculative_generate(model, input_ids, *, skip: SkipSet | None = None, draft
         _check_mask_free_drafting(model, skip)
     if policy is None:
         policy = AdaptiveThreshold()
+    if isinstance(lookup, bool) or not isinstance(lookup, int) or lookup < 0:
+        raise ValueError(f"lookup must be an integer >= 0, got {lookup!r}")
     if not isinstance(policy, DraftPolicy):
         raise TypeError(f"policy must be a labkit draft policy (FixedK, StaticThreshold, AdaptiveThreshold), got {policy!r}")
     warp = Warp(do_sample, temperature, top_k, top_p)
@@ -244,7 +262,19 @@ def speculative_generate(model, input_ids, *, skip: SkipSet | None = None, draft
         # -- draft ------------------------------------------------------------------------
         t0 = time.perf_counter()
         drafted, q_drafted, confidences, q_dists = [], [], [], []
-        if max_k > 0:
+        source = "model"
+        if lookup and max_k > 0:
+            drafted = ngram_lookup(tokens, min(lookup, max_k))
+            for d in drafted:
+                if d in eos:                                              # stop a copied draft at EOS too
+                    drafted = drafted[: drafted.index(d) + 1]
+                    break
+        if drafted:
+            source = "lookup"
+            q_drafted, confidences = [1.0] * len(drafted), [1.0] * len(drafted)
+            if do_sample:
+                q_dists = [torch.nn.functional.one_hot(torch.tensor(d), model.config.vocab_size).float() for d in drafted]
+        elif max_k > 0:
             with skip_context():
                 feed = tokens[draft_cached:]
                 while True:
@@ -284,7 +314,8 @@ def speculative_generate(model, input_ids, *, skip: SkipSet | None = None, draft
             crop_to(draft_cache, draft_cached)
         else:
             draft_cached = len(tokens) - 1
-        policy.update(len(drafted), n_accepted)
+        if source == "model":
+            policy.update(len(drafted), n_accepted)
         t2 = time.perf_counter()
 
         emitted += len(new)
@@ -294,7 +325,7 @@ def speculative_generate(model, input_ids, *, skip: SkipSet | None = None, draft
                 p=p[torch.arange(len(drafted)), drafted].tolist() if drafted else [],
                 n_accepted=n_accepted, next_token=next_token if next_kind != "none" else -1, next_kind=next_kind,
                 threshold=threshold, draft_s=t1 - t0, verify_s=t2 - t1, policy_state=policy.state(),
-                n_emitted=len(new),
+                n_emitted=len(new), draft_source=source,
             ))
         if new[-1] in eos:
             break

@@ -27,6 +27,7 @@ class StepRecord:
     verify_s: float               # wall time of the verify phase
     policy_state: dict = field(default_factory=dict)   # after this step's update
     n_emitted: int = 0            # tokens appended (n + 1, fewer if EOS or the budget cut it)
+    draft_source: str = "model"   # 'model' (skipped self / draft model) or 'lookup' (copied from the context)
 
     @property
     def n_drafted(self) -> int:

@@ -107,3 +107,15 @@ def test_model_is_unchanged_after_skipping():
     speculative_generate(model, ids, skip=SkipSet(attention=[0, 2], mlp=[1, 2, 3]), max_new_tokens=10)
     assert [(n, id(m)) for n, m in model.named_modules()] == modules_before
     assert torch.equal(model(ids).logits, before)
+
+
+def test_prompt_lookup_drafting_is_lossless(model):
+    rng = random.Random(5)
+    for seed in range(3):
+        base = [rng.randrange(VOCAB) for _ in range(6)]
+        ids = torch.tensor([base + base[:4] + base])                 # repeated n-grams: lookup fires
+        expected = hf_greedy(model, ids, 20)
+        for skip in (SkipSet(), SkipSet(mlp=[1, 2]), SkipSet.all(N_LAYERS)):
+            out = speculative_generate(model, ids, skip=skip, policy=FixedK(3), max_new_tokens=20, lookup=4)
+            assert torch.equal(out.sequences, expected)
+            assert any(st.draft_source == "lookup" for st in out.trace.steps)

@@ -32,13 +32,13 @@ def draft():
     return sharp_tiny_model(n_layers=1, seed=11)
 
 
-def exact_two_token_distribution(model, warp: Warp) -> dict:
+def exact_two_token_distribution(model, warp: Warp, prompt=PROMPT) -> dict:
     """P(t1, t2 | prompt) by enumeration over the whole (tiny) vocabulary."""
     with torch.no_grad():
-        p1 = warp.probs(model(PROMPT).logits[0, -1])
+        p1 = warp.probs(model(prompt).logits[0, -1])
         dist = {}
         for t1 in range(VOCAB):
-            p2 = warp.probs(model(torch.cat([PROMPT, torch.tensor([[t1]])], dim=1)).logits[0, -1])
+            p2 = warp.probs(model(torch.cat([prompt, torch.tensor([[t1]])], dim=1)).logits[0, -1])
             for t2 in range(VOCAB):
                 dist[(t1, t2)] = float(p1[t1] * p2[t2])
     return dist
@@ -98,6 +98,18 @@ def test_speculative_sampling_matches_exact_distribution(target, draft, warp):
         counts = empirical(fn)
         assert chi_square_p_value(counts, dist) > 1e-3, name
         assert total_variation(counts, dist) < tv_bound(dist), name
+
+
+def test_prompt_lookup_drafts_are_lossless_too(target):
+    """A copied draft is a point mass q: accepted with probability p(x), else resampled from p minus x."""
+    prompt = torch.tensor([[1, 4, 2, 1, 4]])                 # the suffix [1, 4] occurred before: lookup drafts [2, 1]
+    from labkit.decoding import ngram_lookup
+    assert ngram_lookup(prompt[0].tolist(), 2) == [2, 1]
+    dist = exact_two_token_distribution(target, WARPS[0], prompt)
+    counts = empirical(lambda g: speculative_generate(target, prompt, skip=SkipSet.all(2), policy=FixedK(2), lookup=2,
+                                                      max_new_tokens=2, do_sample=True, generator=g).new_tokens)
+    assert chi_square_p_value(counts, dist) > 1e-3
+    assert total_variation(counts, dist) < tv_bound(dist)
 
 
 def test_wrong_resampling_rule_fails_the_same_test(target, draft, monkeypatch):
