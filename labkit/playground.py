@@ -14,16 +14,18 @@ new tokens, EOS ignored):
 
 - ``acceptance_rate`` α = accepted / drafted, ``tokens_per_step`` = emitted / steps, ``drafted_per_step`` d;
 - ``ms_per_token``: wall clock of whole :func:`~labkit.speculative_generate` calls / new tokens;
-- ``plain_ms_per_token``: the same for :func:`~labkit.autoregressive_generate`, measured in the same
-  run on the same prompts, interleaved (before and after every block of cells of one skip set and
-  prompt); ``speedup`` = ``plain_ms_per_token / ms_per_token``;
-- ``c`` = draft cost per drafted token / full one-token step and ``c_v`` = mean verify cost per step /
-  full step, from a :class:`~labkit.costmodel.CostModel` measured at the start of the same run
-  (forward passes only); ``analytic_speedup`` = (A + 1) / (d c + c_v)
-  (:func:`labkit.costmodel.trace_speedup`, A = accepted per step): the speedup this acceptance
-  pattern allows when only the forward passes cost time. ``measured / analytic`` < 1 is the
-  decoder's own bookkeeping. ``c_trace`` and ``c_v_trace`` are the same ratios from the decoder's
-  wall-clock phase timings relative to the plain loop's ms per token.
+- ``plain_ms_per_token``: the same for :func:`~labkit.autoregressive_generate` on the same prompts in
+  the same run, from the plain runs just before and after the cell's own run (a plain run follows
+  every ``plain_every`` speculative runs, in a shuffled order, so a slow patch of the machine hits
+  both sides alike); ``speedup`` = ``plain_ms_per_token / ms_per_token``;
+- ``c`` = draft ms per drafted token and ``c_v`` = verify ms per step, both divided by the plain
+  loop's ms per token (the decoder's own phase timings, same run), and ``analytic_speedup`` =
+  (A + 1) / (d c + c_v) (:func:`labkit.costmodel.trace_speedup`, A = accepted per step): what this
+  acceptance pattern gives at these costs. It sits a little above the measured speedup: the prefill
+  and the bookkeeping between phases are not in it.
+- ``c_forward``, ``c_v_forward``, ``analytic_speedup_forward``: the same with forward passes only,
+  from a :class:`~labkit.costmodel.CostModel` measured at the start of the run (``None`` with
+  ``--cost-model-repeats 0``). The gap to the measured speedup is the decoder's own overhead.
 
 The file also records the machine, the date, the command and the prompts.
 :class:`Playground` is the widget: sliders for skip ratio, threshold and maximum draft, a
@@ -104,6 +106,8 @@ class GridConfig:
     max_new_tokens: int = 64
     prompt_seed: int = 0
     seed: int = 0                       # order of the cells inside a block
+    plain_every: int = 9                # a plain-loop run after every this many speculative runs
+    max_ratio: float = 1.0              # leave out searched skip sets above this skip ratio
     cost_model_repeats: int = 5         # 0: no cost model; the analytic limit then uses the trace timings
     cost_model_sets: int | None = None  # random skip sets of the cost-model regression (default 4L + 8)
 
@@ -121,8 +125,8 @@ class GridConfig:
         for p in self.policies:
             if p not in POLICIES:
                 raise ValueError(f"policies must be among {POLICIES}, got {p!r}")
-        if self.n_prompts < 1 or self.max_new_tokens < 2:
-            raise ValueError("n_prompts must be >= 1 and max_new_tokens >= 2")
+        if self.n_prompts < 1 or self.max_new_tokens < 2 or self.plain_every < 1:
+            raise ValueError("n_prompts and plain_every must be >= 1, max_new_tokens >= 2")
 
 
 def make_policy(policy: str, threshold: float, max_draft: int):
@@ -208,6 +212,7 @@ class _CellStats:
         self.identical: list[bool] = []
         self.thresholds: list[float] = []
         self.final_threshold = float("nan")
+        self.plain_s, self.plain_tokens = 0.0, 0    # the plain-loop runs this cell is compared with
 
     def add(self, result, plain_sequence, cost_model) -> None:
         trace = result.trace
@@ -229,20 +234,22 @@ class _CellStats:
             self.identical.append(bool(torch.equal(result.sequences, plain_sequence)))
 
 
-def _cell_row(setting: Setting, st: _CellStats, plain_ms: float, c_model: float | None, cost_model) -> dict:
+def _cell_row(setting: Setting, st: _CellStats, plain_ms: float, c_forward: float | None, cost_model) -> dict:
     from .costmodel import trace_speedup
 
     nan = float("nan")
     ms = 1e3 * st.seconds / st.new_tokens if st.new_tokens else nan
     A = st.accepted / st.steps if st.steps else nan
     d = st.drafted / st.steps if st.steps else nan
-    c_trace = (1e3 * st.draft_s / st.drafted) / plain_ms if st.drafted else 0.0
-    c_v_trace = (1e3 * st.verify_s / st.steps) / plain_ms if st.steps else nan
-    if cost_model is not None and st.steps:
-        c, c_v, source = c_model, st.verify_model_ms / st.steps / cost_model.full_step_ms, "cost model"
-    else:
-        c, c_v, source = c_trace, c_v_trace, "trace timings"
+    # costs relative to the plain loop's ms per token, from the decoder's own phase timings (same run)
+    c = (1e3 * st.draft_s / st.drafted) / plain_ms if st.drafted else 0.0
+    c_v = (1e3 * st.verify_s / st.steps) / plain_ms if st.steps else nan
     analytic = trace_speedup(A, d, c, c_v) if st.steps and c_v > 0 else nan
+    # the same from the cost model: forward passes only, relative to the full model's one-token forward
+    c_v_forward = analytic_forward = nan
+    if cost_model is not None and st.steps:
+        c_v_forward = st.verify_model_ms / st.steps / cost_model.full_step_ms
+        analytic_forward = trace_speedup(A, d, c_forward, c_v_forward)
     return {
         "ratio": setting.ratio, "threshold": setting.threshold, "max_draft": setting.max_draft,
         "policy": setting.policy,
@@ -250,8 +257,9 @@ def _cell_row(setting: Setting, st: _CellStats, plain_ms: float, c_model: float 
         "tokens_per_step": st.emitted / st.steps if st.steps else nan,
         "drafted_per_step": d, "accepted_per_step": A,
         "ms_per_token": ms, "plain_ms_per_token": plain_ms, "speedup": plain_ms / ms if ms > 0 else nan,
-        "c": c, "c_v": c_v, "analytic_speedup": analytic, "analytic_source": source,
-        "c_trace": c_trace, "c_v_trace": c_v_trace,
+        "c": c, "c_v": c_v, "analytic_speedup": analytic,
+        "c_forward": nan if c_forward is None else c_forward, "c_v_forward": c_v_forward,
+        "analytic_speedup_forward": analytic_forward,
         "mean_threshold": statistics.fmean(st.thresholds) if st.thresholds else nan,
         "final_threshold": st.final_threshold,
         "steps": st.steps, "drafted": st.drafted, "accepted": st.accepted, "new_tokens": st.new_tokens,
@@ -266,9 +274,10 @@ def compute_grid(model, tokenizer, *, model_name: str, config: GridConfig | None
 
     ``skip_sets``: the sets to use (default: the searched best set of every ratio bucket,
     :func:`skip_sets_by_bucket`). ``prompt_texts``: default ``labkit.prompts(n_prompts, seed=prompt_seed)``.
-    Measurement order: for each skip set and prompt, the plain loop, every cell of that skip set in
-    a shuffled order, the plain loop again; the skip set's plain ms per token is the mean of those
-    runs (all prompts), and every cell's speedup is relative to it.
+    Measurement order: for each skip set and prompt, the cells of that skip set in a shuffled
+    order with a plain-loop run before the first and after every ``plain_every`` of them; a cell's
+    speedup is relative to the two plain runs around it (summed over prompts). The skip set's
+    ``plain_ms_per_token`` is the mean of all its plain runs.
     """
     from tqdm.auto import tqdm
 
@@ -279,7 +288,10 @@ def compute_grid(model, tokenizer, *, model_name: str, config: GridConfig | None
     t_start = time.perf_counter()
     L = int(model.config.num_hidden_layers)
     if skip_sets is None:
-        entries = skip_sets_by_bucket(model_name, L, search_dir=search_dir)
+        entries = [e for e in skip_sets_by_bucket(model_name, L, search_dir=search_dir)
+                   if e["ratio"] <= cfg.max_ratio + 1e-9]
+        if not entries:
+            raise ValueError(f"no searched skip set of {model_name!r} has a skip ratio <= {cfg.max_ratio}")
         source = "labkit.best_skip_set (search results, best set per 0.125-wide ratio bucket)"
     else:
         from .search import _bucket_index, ratio_buckets
@@ -329,27 +341,40 @@ def compute_grid(model, tokenizer, *, model_name: str, config: GridConfig | None
                unit="run", disable=not progress, dynamic_ncols=True)
     for entry in entries:
         skip = SkipSet.from_dict(entry["skip"])
-        c_model = cost_model.draft_cost_ratio(skip) if cost_model is not None else None
+        c_forward = cost_model.draft_cost_ratio(skip) if cost_model is not None else None
         policies = {s: make_policy(s[2], s[0], s[1]) for s in settings}     # one per cell: adaptive state carries
         stats = {s: _CellStats() for s in settings}
         plain_seconds, plain_tokens, plain_by_prompt = 0.0, 0, []
         for ids in prompt_ids:
-            before = plain(ids)
             order = list(settings)
             rng.shuffle(order)
-            for s in order:
-                stats[s].add(spec(ids, skip, policies[s]), before.sequences, cost_model)
-                bar.update()
-            after = plain(ids)
-            n_new = 2 * (before.sequences.shape[1] - before.prompt_length)
-            plain_seconds += before.elapsed_s + after.elapsed_s
-            plain_tokens += n_new
-            plain_by_prompt.append(1e3 * (before.elapsed_s + after.elapsed_s) / n_new)
+            chunks = [order[i: i + cfg.plain_every] for i in range(0, len(order), cfg.plain_every)]
+            previous = plain(ids)
+            runs = [previous]
+            for chunk in chunks:
+                results = []
+                for s in chunk:
+                    results.append((s, spec(ids, skip, policies[s])))
+                    bar.update()
+                following = plain(ids)
+                runs.append(following)
+                bracket_s = previous.elapsed_s + following.elapsed_s          # the plain runs around this chunk
+                for s, result in results:
+                    stats[s].add(result, previous.sequences, cost_model)
+                    stats[s].plain_s += bracket_s
+                    stats[s].plain_tokens += 2 * N
+                previous = following
+            prompt_s = sum(r.elapsed_s for r in runs)
+            plain_seconds += prompt_s
+            plain_tokens += N * len(runs)
+            plain_by_prompt.append(1e3 * prompt_s / (N * len(runs)))
         plain_ms = 1e3 * plain_seconds / plain_tokens
         for (t, k, p) in settings:
-            cells.append(_cell_row(Setting(entry["ratio"], t, k, p), stats[(t, k, p)], plain_ms, c_model, cost_model))
+            st = stats[(t, k, p)]
+            cells.append(_cell_row(Setting(entry["ratio"], t, k, p), st, 1e3 * st.plain_s / st.plain_tokens, c_forward,
+                                   cost_model))
         ratio_rows.append({**entry, "plain_ms_per_token": plain_ms, "plain_ms_per_token_by_prompt": plain_by_prompt,
-                           "c": c_model})
+                           "c_forward": c_forward})
     bar.close()
     seconds = time.perf_counter() - t_start
     columns = list(cells[0])
@@ -409,7 +434,8 @@ class PlaygroundGrid:
     """A loaded grid with O(1) look-ups by :class:`Setting`."""
 
     METRICS = ("acceptance_rate", "tokens_per_step", "drafted_per_step", "speedup", "analytic_speedup", "c",
-               "c_v", "ms_per_token", "plain_ms_per_token", "mean_threshold", "final_threshold")
+               "c_v", "c_forward", "analytic_speedup_forward", "ms_per_token", "plain_ms_per_token",
+               "mean_threshold", "final_threshold")
 
     def __init__(self, data: dict, name: str | None = None, path=None):
         self.data, self.path = data, path
@@ -524,8 +550,8 @@ def measure_live(model, tokenizer, skip: SkipSet, setting: Setting, prompt_texts
         plain_s += before.elapsed_s + after.elapsed_s
         plain_n += 2 * max_new_tokens
     plain_ms = 1e3 * plain_s / plain_n
-    c_model = cost_model.draft_cost_ratio(skip) if cost_model is not None else None
-    row = _cell_row(setting, st, plain_ms, c_model, cost_model)
+    c_forward = cost_model.draft_cost_ratio(skip) if cost_model is not None else None
+    row = _cell_row(setting, st, plain_ms, c_forward, cost_model)
     row["n_prompts"], row["max_new_tokens"] = len(ids_list), max_new_tokens
     row["seconds"] = time.perf_counter() - t0
     row["measured_at"] = time.strftime("%Y-%m-%dT%H:%M:%S")
@@ -551,38 +577,80 @@ def _fmt(v, spec=".2f") -> str:
     return "n/a" if v is None or (isinstance(v, float) and math.isnan(v)) else format(v, spec)
 
 
+def _trend(first: float, last: float, what: str, tol: float = 0.02) -> str:
+    if any(v is None or math.isnan(v) for v in (first, last)):
+        return f"{what} is not measured at both ends"
+    if abs(last - first) <= tol * max(1.0, abs(first)):
+        return f"{what} stays at about {first:.2f}"
+    return f"{what} {'falls' if last < first else 'rises'} from {first:.2f} to {last:.2f}"
+
+
+def _direction(first: float, last: float, tol: float = 0.02) -> int:
+    """-1 falling, +1 rising, 0 flat (or unknown)."""
+    if any(v is None or math.isnan(v) for v in (first, last)) or abs(last - first) <= tol * max(1.0, abs(first)):
+        return 0
+    return 1 if last > first else -1
+
+
 def guiding_answers(grid: PlaygroundGrid, other: PlaygroundGrid | None = None,
                     setting: Setting | None = None) -> list[dict]:
-    """The three guiding questions, where to look, and the answer in this grid's numbers."""
+    """The guiding questions, where to look in the plots, and the answer in this grid's numbers.
+
+    Every clause is chosen by the data (a peak inside the range or at an edge, curves rising,
+    falling or flat), so the text stays true whatever a regenerated grid shows.
+    """
     s = setting or grid.nearest()
     sp, acc, c = grid.vs_ratio("speedup", s), grid.vs_ratio("acceptance_rate", s), grid.vs_ratio("c", s)
     ratios = np.array(grid.ratios)
     i = int(np.nanargmax(sp))
-    where = ("at the lowest skip ratio of the grid" if i == 0 else
-             "at the highest skip ratio of the grid" if i == len(ratios) - 1 else "inside the range")
-    a1 = (f"With {s.policy} threshold {s.threshold:g} and max draft {s.max_draft}, the speedup peaks at skip ratio "
-          f"{ratios[i]:.3f} ({_fmt(sp[i])}×, {where}). Skipping more makes each drafted token cheaper: c falls from "
-          f"{_fmt(c[0])} to {_fmt(c[-1])}. It also makes the draft agree less: α falls from {_fmt(acc[0])} to "
-          f"{_fmt(acc[-1])}.")
-    if 0 < i < len(ratios) - 1:
-        a1 += (f" Past {ratios[i]:.3f}, the tokens lost to rejected drafts cost more than the cheaper drafts save, "
-               f"so the speedup falls to {_fmt(sp[-1])}× at {ratios[-1]:.3f}.")
+    interior = 0 < i < len(ratios) - 1
+    where = ("inside the range" if interior else
+             "at the lowest skip ratio of the grid" if i == 0 else "at the highest skip ratio of the grid")
+    c_dir, a_dir = _direction(c[0], c[-1]), _direction(acc[0], acc[-1])
+    c_why = {-1: "skipped blocks are not computed",
+             0: "a forward pass of this model is mostly fixed overhead, so skipping blocks saves little",
+             1: "skipping saved no measurable time here"}[c_dir]
+    a_why = {-1: "the draft drifts further from the full model", 0: "the draft stays close to the full model",
+             1: "the searched sets at higher ratios happen to agree better"}[a_dir]
+    a1 = (f"With the {s.policy} policy, threshold {s.threshold:g} and max draft {s.max_draft}, the speedup peaks at "
+          f"skip ratio {ratios[i]:.3f} ({_fmt(sp[i])}×, {where}). Going right, "
+          f"{_trend(c[0], c[-1], 'the draft cost c')} "
+          f"({c_why}) and {_trend(acc[0], acc[-1], 'the acceptance α')} ({a_why}).")
+    if interior:
+        gain = "the cheaper drafts" if c_dir < 0 else "what skipping saves"
+        a1 += (f" Past {ratios[i]:.3f}, the tokens lost to rejected drafts outweigh {gain}, and the speedup drops to "
+               f"{_fmt(sp[-1])}× at {ratios[-1]:.3f}.")
     elif i == len(ratios) - 1:
-        a1 += " Within the grid's range, the cheaper drafts still pay for the lost acceptance."
-    r = grid.nearest(ratio=s.ratio).ratio
-    s2 = replace(s, ratio=r)
+        a1 += " Within the grid's range, the cheaper drafts still pay for the lost acceptance, so there is no fall yet."
+    else:
+        a1 += " Every extra skipped block costs more acceptance than it saves in draft cost, so there is no rise."
+    limit = grid.vs_ratio("analytic_speedup", s)
+    if not np.all(np.isnan(limit)):
+        ia = int(np.nanargmax(limit))
+        a1 += (" The dashed analytic limit, built from the same α and c, peaks at the same skip ratio." if ia == i
+               else f" The dashed analytic limit, built from the same α and c, peaks at {ratios[ia]:.3f}.")
+
     th = np.array(grid.thresholds)
-    acc_t, tps_t, sp_t = (grid.vs_threshold(m, s2) for m in ("acceptance_rate", "tokens_per_step", "speedup"))
-    d_t = grid.vs_threshold("drafted_per_step", s2)
+    acc_t, tps_t, d_t, sp_t = (grid.vs_threshold(m, s) for m in
+                               ("acceptance_rate", "tokens_per_step", "drafted_per_step", "speedup"))
     j = int(np.nanargmax(sp_t))
-    a2 = (f"At skip ratio {r:.3f}, raising the threshold from {th[0]:g} to {th[-1]:g} moves α from {_fmt(acc_t[0])} "
-          f"to {_fmt(acc_t[-1])}, because the draft stops before its unsure tokens. It also cuts the drafted tokens "
-          f"per step from {_fmt(d_t[0])} to {_fmt(d_t[-1])} and the tokens per step from {_fmt(tps_t[0])} to "
-          f"{_fmt(tps_t[-1])}, so each verify pass buys fewer tokens. Speedup is highest at threshold {th[j]:g} "
-          f"({_fmt(sp_t[j])}×). A high α with short drafts still means many verify passes.")
+    acc_dir, d_dir, tps_dir = (_direction(v[0], v[-1]) for v in (acc_t, d_t, tps_t))
+    a2 = (f"At skip ratio {s.ratio:.3f}, raising the threshold from {th[0]:g} to {th[-1]:g}: "
+          f"{_trend(acc_t[0], acc_t[-1], 'α')}")
+    a2 += (", because the draft stops before the tokens it is unsure of. " if acc_dir > 0 else ". ")
+    a2 += f"{_trend(d_t[0], d_t[-1], 'The number of drafted tokens per step')}"
+    a2 += f" and {_trend(tps_t[0], tps_t[-1], 'the number of tokens per step')}"
+    a2 += (", so each verify pass buys fewer tokens. " if tps_dir < 0 else ". ")
+    a2 += f"The speedup is highest at threshold {th[j]:g} ({_fmt(sp_t[j])}×)"
+    top_acc = np.nanmax(acc_t)
+    if not math.isnan(acc_t[j]) and acc_t[j] >= top_acc - 0.01:
+        a2 += ", which here is also where α is highest."
+    else:
+        a2 += (f", not where α is highest ({_fmt(top_acc)} at threshold {th[int(np.nanargmax(acc_t))]:g}; "
+               f"{_fmt(acc_t[j])} at {th[j]:g}).")
     out = [
         {"question": "At what skip ratio does speedup peak, and why does it fall after?",
-         "look_at": "top row: speedup vs skip ratio, next to α and the draft cost ratio c", "answer": a1},
+         "look_at": "top row: speedup vs skip ratio, beside α and the draft cost ratio c", "answer": a1},
         {"question": "Why does a higher threshold raise acceptance but not always speed?",
          "look_at": "bottom row: α, tokens and drafted tokens per step, and speedup vs threshold", "answer": a2},
     ]
@@ -590,13 +658,25 @@ def guiding_answers(grid: PlaygroundGrid, other: PlaygroundGrid | None = None,
         so = other.nearest(threshold=s.threshold, max_draft=s.max_draft, policy=s.policy)
         sp_o, acc_o = other.vs_ratio("speedup", so), other.vs_ratio("acceptance_rate", so)
         io = int(np.nanargmax(sp_o))
-        a3 = (f"{other.name!r}: α is already {_fmt(acc_o[0])} at skip ratio {other.ratios[0]:.3f} and "
-              f"{_fmt(acc_o[-1])} at {other.ratios[-1]:.3f}; its best speedup on this slice is {_fmt(sp_o[io])}× "
-              f"(at {other.ratios[io]:.3f}), against {_fmt(sp[i])}× for {grid.name!r}. A model trained without "
-              f"skipped paths gives a very different prediction once any block is removed. Its acceptance "
-              f"collapses before the draft gets cheap enough to pay off, so no skip ratio gives a rise and fall.")
+        a3 = (f"For {other.name!r} on the same slice, α is {_fmt(acc_o[0])} at skip ratio {other.ratios[0]:.3f} "
+              f"(vs {_fmt(acc[0])} for {grid.name!r}) and {_fmt(acc_o[-1])} at {other.ratios[-1]:.3f}. Its best "
+              f"speedup is {_fmt(sp_o[io])}× at {other.ratios[io]:.3f}, against {_fmt(sp[i])}× for {grid.name!r}. ")
+        if acc_o[0] < acc[0] - 0.05:
+            a3 += ("It was trained only as a full model, so removing even a few blocks changes its predictions: "
+                   if other.name == "plain" else "")
+            a3 += ("its α" if other.name == "plain" else "Its α") + " is lower from the first skipped blocks on. "
+        shape = (f"its speedup rises to a peak at {other.ratios[io]:.3f} and falls again"
+                 if 0 < io < len(other.ratios) - 1 else "its speedup only moves one way across the grid's skip ratios")
+        if sp_o[io] <= 1.0:
+            a3 += (f"On this slice {shape}, and it stays below 1: no skip ratio makes its drafts pay for themselves, "
+                   f"so there is no hump above plain decoding.")
+        elif 0 < io < len(other.ratios) - 1:
+            a3 += (f"This grid does show a hump for it too: {shape}. Compare the heights: the acceptance a model keeps "
+                   "at moderate skip ratios sets how high its peak can go.")
+        else:
+            a3 += f"On this slice {shape}, so there is no rise and fall inside the range."
         out.append({"question": f"Why is there no hump for the {other.name!r} model?",
-                    "look_at": "the model toggle (or the side-by-side figure): speedup and α vs skip ratio",
+                    "look_at": "the model toggle, or the side-by-side figure: α and speedup vs skip ratio",
                     "answer": a3})
     return out
 
@@ -606,9 +686,13 @@ def guiding_answers(grid: PlaygroundGrid, other: PlaygroundGrid | None = None,
 # ---------------------------------------------------------------------------------------
 C_ACC, C_TPS, C_SPEED = "#1f77b4", "#2ca02c", "#9467bd"
 C_AUX, C_ANALYTIC, C_CURRENT, C_LIVE = "#7f7f7f", "#222222", "#d62728", "#ff7f0e"
-PANELS = (("acceptance_rate", "acceptance rate α", C_ACC),
-          ("tokens_per_step", "tokens per step", C_TPS),
-          ("speedup", "speedup vs plain loop (×)", C_SPEED))
+# (metric, legend name of the measured line, subplot title, y-axis title, colour)
+PANELS = (("acceptance_rate", "acceptance rate α, measured (grid)", "acceptance α and draft cost c",
+           "α (accepted / drafted), c (ratio)", C_ACC),
+          ("tokens_per_step", "tokens per step, measured (grid)", "tokens and drafted tokens per step",
+           "tokens per step (tokens)", C_TPS),
+          ("speedup", "speedup, measured (grid)", "speedup: measured and analytic",
+           "speedup (× vs plain loop)", C_SPEED))
 AUX = {"acceptance_rate": ("c", "draft cost ratio c (draft / full step)"),
        "tokens_per_step": ("drafted_per_step", "drafted tokens per step d"),
        "speedup": ("analytic_speedup", "analytic limit (A+1)/(d·c+c_v)")}
@@ -633,7 +717,7 @@ def panel_xy(grid: PlaygroundGrid, setting: Setting, live: Sequence[dict] = ()) 
         x_now = getattr(setting, free)
         k_now = int(np.argmin(np.abs(xs - x_now)))
         pts = [p for p in live if _live_matches(p, setting, free)]
-        for col, (metric, _, _) in enumerate(PANELS):
+        for col, (metric, *_) in enumerate(PANELS):
             y = get(metric, setting)
             aux = get(AUX[metric][0], setting)
             out[_trace_index(row, col, 0)] = (xs, y)
@@ -653,7 +737,8 @@ def _title(grid: PlaygroundGrid, setting: Setting) -> str:
 def _ranges(grid: PlaygroundGrid) -> dict:
     sp = np.nanmax([grid._arrays["speedup"], grid._arrays["analytic_speedup"]])
     tps = np.nanmax([grid._arrays["tokens_per_step"], grid._arrays["drafted_per_step"]])
-    return {"acceptance_rate": [0, 1.05], "tokens_per_step": [0, max(2.0, 1.08 * float(tps))],
+    c = np.nanmax(grid._arrays["c"]) if not np.all(np.isnan(grid._arrays["c"])) else 1.0
+    return {"acceptance_rate": [0, max(1.05, 1.05 * float(c))], "tokens_per_step": [0, max(2.0, 1.08 * float(tps))],
             "speedup": [0, max(1.3, 1.1 * float(sp))]}
 
 
@@ -664,16 +749,15 @@ def playground_figure(grid: PlaygroundGrid, setting: Setting | None = None, live
     setting = setting or grid.nearest()
     xy = panel_xy(grid, setting, live)
     fig = make_subplots(rows=2, cols=3, horizontal_spacing=0.07, vertical_spacing=0.17,
-                        subplot_titles=[f"{label} vs skip ratio" for _, label, _ in PANELS]
-                        + [f"{label} vs threshold" for _, label, _ in PANELS])
+                        subplot_titles=[f"{title} vs skip ratio" for _, _, title, _, _ in PANELS]
+                        + [f"{title} vs threshold" for _, _, title, _, _ in PANELS])
     for row in range(2):
-        for col, (metric, label, color) in enumerate(PANELS):
+        for col, (metric, name, _, _, color) in enumerate(PANELS):
             first = row == 0
-            aux_name = AUX[metric][1]
             traces = [
-                go.Scatter(name=f"measured {label} (grid)", mode="lines+markers", legendgroup=metric,
-                           showlegend=first, line=dict(color=color, width=2.5), marker=dict(size=7)),
-                go.Scatter(name=aux_name, mode="lines+markers", legendgroup=f"aux-{metric}", showlegend=first,
+                go.Scatter(name=name, mode="lines+markers", legendgroup=metric, showlegend=first,
+                           line=dict(color=color, width=2.5), marker=dict(size=7)),
+                go.Scatter(name=AUX[metric][1], mode="lines+markers", legendgroup=f"aux-{metric}", showlegend=first,
                            line=dict(color=C_ANALYTIC if metric == "speedup" else C_AUX,
                                      dash="dash" if metric == "speedup" else "dot", width=1.8),
                            marker=dict(size=5)),
@@ -694,11 +778,8 @@ def playground_figure(grid: PlaygroundGrid, setting: Setting | None = None, live
                               annotation_font_size=10)
     ranges = _ranges(grid)
     for row in range(2):
-        for col, (metric, label, _) in enumerate(PANELS):
-            unit = {"acceptance_rate": "accepted / drafted", "tokens_per_step": "tokens",
-                    "speedup": "× (plain ms/token ÷ ms/token)"}[metric]
-            fig.update_yaxes(title_text=f"{label.split(' (')[0]} ({unit})", range=ranges[metric],
-                             row=row + 1, col=col + 1, title_font_size=11)
+        for col, (metric, _, _, y_title, _) in enumerate(PANELS):
+            fig.update_yaxes(title_text=y_title, range=ranges[metric], row=row + 1, col=col + 1, title_font_size=11)
             fig.update_xaxes(title_text=("skip ratio (fraction of the 2L blocks skipped)" if row == 0 else
                                          "draft-exit threshold (adaptive: initial value; unitless)"),
                              row=row + 1, col=col + 1, title_font_size=11)
@@ -744,16 +825,17 @@ def model_comparison_figure(grids: dict[str, PlaygroundGrid], setting: Setting |
                                      legendgroup=name, showlegend=col == 0, mode="lines+markers",
                                      line=dict(color=colors[i % 4], width=2.5)), row=1, col=col + 1)
         fig.add_trace(go.Scatter(x=g.ratios, y=g.vs_ratio("analytic_speedup", s), name=f"{name}: analytic limit",
-                                 legendgroup=name, mode="lines", line=dict(color=colors[i % 4], dash="dash", width=1.5)),
+                                 legendgroup=name, mode="lines",
+                                 line=dict(color=colors[i % 4], dash="dash", width=1.5)),
                       row=1, col=2)
     fig.add_hline(y=1.0, line=dict(color="black", width=1, dash="dot"), row=1, col=2,
                   annotation_text="plain decoding", annotation_position="bottom right")
     fig.update_yaxes(title_text="acceptance rate α (accepted / drafted)", range=[0, 1.05], row=1, col=1)
     fig.update_yaxes(title_text="speedup (× vs plain loop)", rangemode="tozero", row=1, col=2)
     fig.update_xaxes(title_text="skip ratio (fraction of the 2L blocks skipped)")
-    fig.update_layout(title=f"Skip-robust training makes the hump: {s0.policy} policy, threshold {s0.threshold:g}, "
-                            f"max draft {s0.max_draft}", template="plotly_white", height=440, width=1100,
-                      legend=dict(orientation="h", y=-0.2, x=0))
+    fig.update_layout(title=f"{' vs '.join(grids)}: same decoding settings ({s0.policy} policy, threshold "
+                            f"{s0.threshold:g}, max draft {s0.max_draft}), different training",
+                      template="plotly_white", height=440, width=1100, legend=dict(orientation="h", y=-0.2, x=0))
     return fig
 
 
@@ -892,7 +974,7 @@ class Playground:
         ranges = _ranges(grid)
         with self.figure.batch_update():
             for row in range(2):
-                for col, (metric, _, _) in enumerate(PANELS):
+                for col, (metric, *_) in enumerate(PANELS):
                     axis = row * 3 + col + 1
                     getattr(self.figure.layout, f"yaxis{'' if axis == 1 else axis}").range = ranges[metric]
                     getattr(self.figure.layout, f"xaxis{'' if axis == 1 else axis}").range = (
@@ -936,7 +1018,8 @@ class Playground:
                 f"({_fmt(cell['drafted_per_step'])} drafted), <b>{_fmt(cell['ms_per_token'])}</b> ms/token vs "
                 f"{_fmt(cell['plain_ms_per_token'])} for the plain loop → speedup <b>{_fmt(cell['speedup'])}×</b> "
                 f"(analytic limit {_fmt(cell.get('analytic_speedup'))}× with c = {_fmt(cell.get('c'), '.3f')}, "
-                f"c_v = {_fmt(cell.get('c_v'), '.2f')}){moved}; output identical to plain decoding: {same}"
+                f"c_v = {_fmt(cell.get('c_v'), '.2f')}; forward passes only: "
+                f"{_fmt(cell.get('analytic_speedup_forward'))}×){moved}; output identical to plain decoding: {same}"
                 f"{live_txt}")
 
     def measure_update_ms(self) -> float:
@@ -1002,6 +1085,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--max-new-tokens", type=int, default=GridConfig.max_new_tokens)
     p.add_argument("--prompt-seed", type=int, default=0)
     p.add_argument("--seed", type=int, default=0, help="order of the cells inside a block")
+    p.add_argument("--max-ratio", type=float, default=1.0, help="leave out searched skip sets above this ratio")
+    p.add_argument("--plain-every", type=int, default=GridConfig.plain_every,
+                   help="a plain-loop run after every this many speculative runs (the cells' baselines)")
     p.add_argument("--cost-model-repeats", type=int, default=GridConfig.cost_model_repeats,
                    help="repeats of the cost-model timings (0: analytic limit from the trace timings)")
     p.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
@@ -1016,7 +1102,9 @@ def main(argv: Sequence[str] | None = None) -> Path:
 
     cfg = GridConfig(thresholds=tuple(args.thresholds), max_drafts=tuple(args.max_drafts),
                      policies=tuple(args.policies), n_prompts=args.n_prompts, max_new_tokens=args.max_new_tokens,
-                     prompt_seed=args.prompt_seed, seed=args.seed, cost_model_repeats=args.cost_model_repeats)
+                     prompt_seed=args.prompt_seed, seed=args.seed, plain_every=args.plain_every,
+                     max_ratio=args.max_ratio,
+                     cost_model_repeats=args.cost_model_repeats)
     model, tokenizer = load_model(args.model)
     command = "python -m labkit.playground " + " ".join(shlex.quote(a) for a in argv)
     grid = compute_grid(model, tokenizer, model_name=args.model, config=cfg, search_dir=args.search_dir,

@@ -1,0 +1,244 @@
+"""labkit.draft_lab: the figure builders and helpers of notebook 02, on tiny random models."""
+import math
+
+import pytest
+import torch
+
+from labkit import SkipSet, skipping
+from labkit import draft_lab as dl
+from labkit.agreement import AgreementProbe
+from labkit.costmodel import CostModel, measure_cost_model, predict
+from labkit.policies import FixedK
+from labkit.robustness import greedy_elimination
+from tiny_models import tiny_model
+
+
+class ToyTokenizer:
+    """One token per character (ids 1..90), decodable."""
+
+    pad_token_id = 0
+
+    def __call__(self, text, return_tensors="pt", add_special_tokens=False):
+        return {"input_ids": torch.tensor([[1 + (ord(c) % 90) for c in text]])}
+
+    def decode(self, ids):
+        return "".join(chr(32 + int(i) % 90) for i in ids)
+
+
+def toy_cost_model(n_layers=4) -> CostModel:
+    return CostModel(
+        n_layers=n_layers, fixed_ms=1.0, attention_ms=[0.5] * n_layers, mlp_ms=[0.75] * n_layers,
+        layer_ms=[0.25] * n_layers, verify_ms=[7.0 + 0.5 * k for k in range(5)], full_step_ms=7.0, model="toy",
+        context=32, fit={"r2": 0.9, "n_sets": 10, "verify_raw_ms": [6.8 + 0.5 * k for k in range(5)]},
+        machine={"torch_threads": 1},
+    )
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    return tiny_model("llama", n_layers=4, vocab_size=97, seed=0)
+
+
+@pytest.fixture(scope="module")
+def paths(tiny):
+    other = tiny_model("llama", n_layers=4, vocab_size=97, seed=1)
+    texts = ["def f(x):", "a longer prompt"]
+    out = {}
+    for name, model in (("a", tiny), ("b", other)):
+        probe = AgreementProbe.from_prompts(model, ToyTokenizer(), texts, n_tokens=8)
+        out[name] = greedy_elimination(probe, 4, progress=False)
+    return out
+
+
+# -- cost ---------------------------------------------------------------------------------
+def test_verify_cost_in_steps():
+    cm = toy_cost_model()
+    assert dl.verify_cost_in_steps(cm, 1) == 1.0
+    assert dl.verify_cost_in_steps(cm, 5) == pytest.approx(9.0 / 7.0)
+    for bad in (0, 6, True, 2.0):
+        with pytest.raises(ValueError):
+            dl.verify_cost_in_steps(cm, bad)
+
+
+def test_cost_breakdown_figure_stacks_every_block():
+    cm = toy_cost_model()
+    fig = dl.cost_breakdown_figure(cm)
+    assert fig.layout.barmode == "stack" and len(fig.data) == 4
+    fixed, att, mlp, over = fig.data
+    assert fixed.y[0] == 1.0 and list(att.y[1:]) == [0.5] * 4 and list(mlp.y[1:]) == [0.75] * 4
+    assert list(over.y[1:]) == [0.25] * 4
+    assert "7.00 ms" in fig.layout.title.text and "noisy" in fig.layout.title.text      # R^2 0.9 < 0.97
+    assert "attention block (2.00 ms in all, 29%)" == att.name
+    assert fig.layout.xaxis.title.text and fig.layout.yaxis.title.text
+
+
+def test_cost_figures_accept_a_measured_cost_model(tiny):
+    cm = measure_cost_model(tiny, context=16, repeats=1, warmup=1, max_draft=4, n_sets=6)
+    assert len(dl.cost_breakdown_figure(cm).data) == 4
+    fig = dl.verify_cost_figure(cm)
+    assert len(fig.data) == 3
+
+
+def test_verify_cost_figure():
+    cm = toy_cost_model()
+    fig = dl.verify_cost_figure(cm, highlight=5)
+    names = [t.name for t in fig.data]
+    assert any("separate" in n for n in names) and any("measured" in n for n in names)
+    line = fig.data[-1]
+    assert list(line.x) == [1, 2, 3, 4, 5] and line.y[0] == 1.0
+    assert "verifying 5 tokens costs 1.3 one-token steps" in fig.layout.annotations[0].text
+    cm.fit.pop("verify_raw_ms")
+    assert len(dl.verify_cost_figure(cm).data) == 2                      # no raw medians: the line only
+
+
+# -- agreement ----------------------------------------------------------------------------
+def test_single_block_figure(tiny):
+    probe = AgreementProbe.from_prompts(tiny, ToyTokenizer(), ["def f(x):"], n_tokens=6)
+    single = probe.single_block_agreement()
+    fig = dl.single_block_figure(single)
+    assert list(fig.data[0].y) == ["attention", "MLP"] and len(fig.data[0].z[0]) == 4
+    assert list(fig.data[0].z[1]) == list(single["mlp"])
+    two = dl.single_block_figure({"m1": single, "m2": single})
+    assert list(two.data[0].y) == ["m1 · attention", "m1 · MLP", "m2 · attention", "m2 · MLP"]
+    with pytest.raises(ValueError):
+        dl.single_block_figure({"m1": single, "m2": {"attention": [1.0], "mlp": [1.0]}})
+    with pytest.raises(ValueError):
+        dl.single_block_figure({})
+
+
+def test_elimination_frame_and_agreement_at_ratio(paths):
+    df = dl.elimination_frame(paths, 4)
+    assert len(df) == 2 * 9
+    a = df[df.model == "a"].reset_index(drop=True)
+    assert a.loc[0, "agreement"] == 1.0 and a.loc[0, "n_skipped"] == 0 and a.loc[0, "added"] == ""
+    assert list(a["n_skipped"]) == list(range(9)) and a.loc[8, "ratio"] == 1.0
+    assert all(name.startswith(("attention ", "MLP ")) for name in a["added"][1:])
+    assert len(set(a["added"][1:])) == 8                                  # each block removed once
+    path = paths["a"]
+    assert dl.agreement_at_ratio(path, 4, 0.5) == path[3][1]
+    assert dl.agreement_at_ratio(path, 4, 0.0) == 1.0
+    assert dl.agreement_at_ratio(path, 4, 1.0) == path[-1][1]
+    with pytest.raises(ValueError):
+        dl.agreement_at_ratio(path, 4, 1.5)
+    with pytest.raises(ValueError):
+        dl.agreement_at_ratio(path[:2], 4, 0.5)                          # the path stops before 4 skipped
+    with pytest.raises(ValueError):
+        dl.elimination_frame({"x": []}, 4)
+    with pytest.raises(TypeError):
+        dl.elimination_frame({"x": [("attention 1", 0.5)]}, 4)
+    with pytest.raises(ValueError):
+        dl.elimination_frame({"x": [(SkipSet(mlp=[7]), 0.5)]}, 4)        # layer 7 of a 4-layer model
+
+
+def test_redundancy_figure(paths):
+    fig = dl.redundancy_figure(paths, 4, band=(0.25, 0.65), band_label="trained")
+    lines = [t for t in fig.data if t.mode == "lines+markers"]
+    assert [t.name for t in lines] == ["a", "b"] and list(lines[0].x) == list(range(9))
+    assert fig.layout.shapes[0].x0 == 2.0 and fig.layout.shapes[0].x1 == pytest.approx(5.2)
+    assert any("4 of 8 skipped" in a.text for a in fig.layout.annotations)
+    assert fig.layout.xaxis.title.text and fig.layout.yaxis.title.text
+    assert len(dl.redundancy_figure(paths, 4, mark_ratio=None).layout.shapes) == 0
+
+
+# -- predicted cost -----------------------------------------------------------------------
+def test_predicted_cost_frame_matches_predict(paths):
+    cm = toy_cost_model()
+    df = dl.predicted_cost_frame(cm, paths["a"], alphas=(0.5, 0.9), label="a")
+    assert len(df) == 9 * 3
+    measured = df[df.alpha_source == "measured"].reset_index(drop=True)
+    assert measured.loc[0, "alpha"] == 1.0 and measured.loc[0, "n_skipped"] == 0
+    skip, alpha = paths["a"][2]
+    p = predict(cm, skip, alpha)
+    row = measured[measured.n_skipped == 3].iloc[0]
+    assert row["ms_per_token"] == pytest.approx(p.ms_per_token) and row["gamma"] == p.gamma
+    fixed = df[(df.alpha_source == "fixed") & (df.alpha == 0.9)]
+    assert list(fixed["ms_per_token"]) == sorted(fixed["ms_per_token"], reverse=True)   # fixed alpha: skipping pays
+
+
+def test_path_optima_and_predicted_cost_figure(paths):
+    cm = toy_cost_model()
+    best = dl.path_optima(cm, paths)
+    assert list(best.index) == ["a", "b"]
+    for name in paths:
+        frame = dl.predicted_cost_frame(cm, paths[name])
+        assert best.loc[name, "ms_per_token"] == pytest.approx(frame["ms_per_token"].min())
+        assert best.loc[name, "speedup"] == pytest.approx(cm.full_step_ms / best.loc[name, "ms_per_token"])
+    fig = dl.predicted_cost_figure(cm, paths, alphas=(0.6, 0.8, 0.9))
+    assert len(fig.data) == 3 + 2 * 2                       # fixed-alpha lines, then a line and a star per model
+    assert fig.layout.shapes[0].y0 == cm.full_step_ms       # plain decoding
+    assert "ms per generated token" in fig.layout.yaxis.title.text
+    with pytest.raises(ValueError):
+        dl.predicted_cost_figure(cm, {})
+
+
+# -- tokens ---------------------------------------------------------------------------------
+def test_token_comparison_without_skipping_agrees_everywhere(tiny):
+    c = dl.token_comparison(tiny, ToyTokenizer(), "def f(x):", SkipSet(), n_tokens=10)
+    assert len(c.full) == len(c.draft_forced) == len(c.draft_free) == 10
+    assert c.draft_forced == c.full and c.draft_free == c.full
+    assert c.agreement == 1.0 and c.first_divergence is None and c.verify_steps == 1
+    assert c.accepted_runs() == [10]
+
+
+def test_token_comparison_with_skipping(tiny):
+    skip = SkipSet(attention=[1, 2], mlp=[0, 3])
+    tok = ToyTokenizer()
+    c = dl.token_comparison(tiny, tok, "a longer prompt", skip, n_tokens=12)
+    assert c.draft_forced[0] == c.draft_free[0]              # same prefix at the first position
+    ids = tok("a longer prompt")["input_ids"][0].tolist()
+    with torch.no_grad(), skipping(tiny, skip):               # teacher forcing, position by position
+        for i in (0, 5, 11):
+            logits = tiny(input_ids=torch.tensor([ids + c.full[:i]])).logits[0, -1]
+            assert int(logits.argmax()) == c.draft_forced[i]
+    assert 0.0 <= c.agreement <= 1.0 and sum(c.accepted_runs()) == sum(c.agree)
+    if c.first_divergence is not None:
+        assert c.draft_free[: c.first_divergence] == c.full[: c.first_divergence]
+    # greedy speculative decoding with an unlimited draft needs exactly verify_steps steps
+    from labkit import speculative_generate
+
+    out = speculative_generate(tiny, torch.tensor([ids]), skip=skip, policy=FixedK(12), max_new_tokens=12,
+                               eos_token_id=[])
+    assert out.new_tokens == c.full and len(out.trace.steps) == c.verify_steps
+    with pytest.raises(TypeError):
+        dl.token_comparison(tiny, tok, "x", {"attention": [1]})
+    with pytest.raises(ValueError):
+        dl.token_comparison(tiny, tok, "", skip)
+
+
+def test_token_comparison_html(tiny):
+    c = dl.token_comparison(tiny, ToyTokenizer(), "def f(x):", SkipSet(attention=[1, 2, 3], mlp=[1, 2]), n_tokens=10)
+    page = dl.token_comparison_html(c, ToyTokenizer(), per_row=4, labels=("target", "drafter"))
+    assert page.count("<table") == 3                         # 10 positions, 4 per table
+    assert page.count(f"background:{dl.AGREE_COLOUR};color:white\" title=") == sum(c.agree)
+    assert page.count(f"background:{dl.DISAGREE_COLOUR};color:white\" title=") == 10 - sum(c.agree)
+    assert "target (greedy)" in page and "drafter, same prefix" in page and "drafter on its own" in page
+    assert f"{sum(c.agree)} of 10 tokens agree" in page
+    lt = ord("<") - 32                                         # a token that decodes to "<" is escaped
+    assert "<td" in page and ">&lt;</td>" in dl.token_comparison_html(
+        dl.TokenComparison([1], [lt], [lt], [lt], SkipSet()), ToyTokenizer())
+    with pytest.raises(ValueError):
+        dl.token_comparison_html(c, ToyTokenizer(), per_row=0)
+
+
+def test_measure_speedup_is_identical_to_plain(tiny):
+    from labkit import AdaptiveThreshold
+
+    ids = ToyTokenizer()("def f(x):")["input_ids"]
+    skip = SkipSet(attention=[2], mlp=[3])
+    out = dl.measure_speedup(tiny, ids, skip, max_new_tokens=8, repeats=2)
+    assert list(out.index) == ["plain decoding", "adaptive threshold"]
+    assert out["identical"].all() and out.loc["plain decoding", "speedup"] == 1.0
+    row = out.loc["adaptive threshold"]
+    assert row["speedup"] == pytest.approx(out.loc["plain decoding", "ms_per_token"] / row["ms_per_token"])
+    assert 0 <= row["acceptance_rate"] <= 1 and row["tokens_per_step"] >= 1
+    policy = FixedK(3)
+    two = dl.measure_speedup(tiny, ids, skip, policies={"k=3": policy, "adaptive": AdaptiveThreshold()},
+                             max_new_tokens=8, repeats=1)
+    assert list(two.index) == ["plain decoding", "k=3", "adaptive"] and two["identical"].all()
+    assert policy == FixedK(3)                                 # the caller's policy object is not used up
+    with pytest.raises(ValueError):
+        dl.measure_speedup(tiny, ids, skip, repeats=0)
+    with pytest.raises(ValueError):
+        dl.measure_speedup(tiny, ids, skip, policies={})
+    with pytest.raises(TypeError):
+        dl.measure_speedup(tiny, ids, skip, policies={"k": 3})
