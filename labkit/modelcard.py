@@ -19,11 +19,12 @@ def _robustness_section(rob: dict | None) -> str:
         "",
         "Agreement = how often the skipped model's top-1 token equals the full model's greedy token.",
         "",
-        "| sub-layers skipped | best agreement found | skip set |",
-        "|---|---|---|",
+        "| sub-layers skipped | agreement (fresh prompts) | on the prompts that chose it | skip set |",
+        "|---|---|---|---|",
     ]
     for row in rob["by_ratio"]:
-        lines.append(f"| {row['skipped']}/{rob['n_blocks']} ({row['ratio']:.0%}) | {row['agreement']:.3f} | `{row['skip']}` |")
+        lines.append(f"| {row['skipped']}/{rob['n_blocks']} ({row['ratio']:.1%}) | **{row['agreement']:.3f}** | "
+                     f"{row['agreement_on_selection_prompts']:.3f} | `{row['skip']}` |")
     lines.append("")
     lines.append(rob.get("method", ""))
     return "\n".join(lines) + "\n"
@@ -48,6 +49,7 @@ def write_model_card(model_dir: Path) -> Path:
     }[cfg["recipe"]]
     hist = "\n".join(f"| {h['step']} | {h['tokens']:,} | {h['train_ce']:.3f} | {h['val_loss']:.3f} |"
                      for h in rec["history"])
+    notes = "".join(f"- {n}\n" for n in rec.get("notes", []))
     text = f"""# Model card: `{cfg['name']}`
 
 A small `LlamaForCausalLM` trained by this lab (`python -m labkit.train --name {cfg['name']} --recipe {cfg['recipe']}`)
@@ -61,7 +63,7 @@ on the Python standard library's own source, so that it can be rebuilt on any ma
 - Optimiser: AdamW (beta 0.9/0.95, weight decay {cfg['weight_decay']}), peak lr {cfg['lr']}, {cfg['warmup_steps']} warm-up steps, cosine to {cfg['min_lr_ratio']} x peak; batch {cfg['batch_size']} x {cfg['context']} tokens; seed {cfg['seed']}.
 - Tokens seen: {rec['tokens_seen']:,} ({rec['steps']} steps); wall time {rec['wall_time_s'] / 60:.1f} min on {rec['hardware']}.
 - Weights stored in fp16 (safetensors); the lab loads them as fp32.
-
+{notes}
 ## Data
 Standard library of Python {rec['python']} (`{corpus['stdlib_root']}`), `*.py` without test folders, split by a hash of each file's path:
 train {corpus['train']['files']} files / {corpus['train']['bytes']:,} bytes ({rec['train_tokens_in_corpus']:,} tokens),
