@@ -32,7 +32,7 @@ import torch
 from .skip import SkipSet, skipping
 
 __all__ = [
-    "verify_cost_in_steps", "cost_breakdown_figure", "verify_cost_figure", "single_block_figure",
+    "tied_cost_model", "verify_cost_in_steps", "cost_breakdown_figure", "verify_cost_figure", "single_block_figure",
     "elimination_frame", "agreement_at_ratio", "redundancy_figure", "predicted_cost_frame", "path_optima",
     "predicted_cost_figure",
     "TokenComparison", "token_comparison", "token_comparison_html", "measure_speedup", "MODEL_COLOURS",
@@ -78,11 +78,32 @@ def verify_cost_in_steps(cost_model, n_tokens: int) -> float:
     return cost_model.verify_step_ms(n_tokens - 1) / cost_model.full_step_ms
 
 
+def tied_cost_model(cost_model):
+    """A copy of ``cost_model`` with every layer's attention, MLP and overhead ms set to their mean over layers.
+
+    The lab's decoder layers all have the same shapes, so they cost the same; the fitted per-layer costs
+    scatter around the mean because they are a regression on noisy timings (on a busy 2-core machine some
+    blocks come out at 0 ms, others at twice the mean). Tying keeps every total, the fixed part, the full
+    step and the verify costs, and stops a search from "saving" time by skipping blocks that only look
+    expensive. (Not right for models whose layers differ, e.g. sliding-window vs global attention.)
+    """
+    from .costmodel import CostModel
+
+    L = cost_model.n_layers
+    d = cost_model.to_dict()
+    for key in ("attention_ms", "mlp_ms", "layer_ms"):
+        d[key] = [sum(d[key]) / L] * L
+    d["method"] = f"{cost_model.method}, tied across layers"
+    d["fit"] = {**d.get("fit", {}), "tied": True}
+    return CostModel.from_dict(d)
+
+
 def cost_breakdown_figure(cost_model, *, title: str | None = None) -> go.Figure:
-    """Stacked bars: each layer's attention, MLP and layer-overhead ms, beside the fixed ms of every forward."""
+    """Stacked bars: each layer's fitted attention, MLP and layer-overhead ms, their mean over layers, and the
+    fixed ms of every forward."""
     cm = cost_model
     L = cm.n_layers
-    x = ["fixed"] + [str(l) for l in range(L)]
+    x = ["fixed"] + [str(l) for l in range(L)] + ["mean layer"]
     total_att, total_mlp, total_layer = sum(cm.attention_ms), sum(cm.mlp_ms), sum(cm.layer_ms)
     full = cm.draft_ms(SkipSet())
 
@@ -90,14 +111,14 @@ def cost_breakdown_figure(cost_model, *, title: str | None = None) -> go.Figure:
         return f"{v:.2f} ms in all, {v / full:.0%}"
 
     fig = go.Figure()
-    fig.add_trace(go.Bar(x=x, y=[cm.fixed_ms] + [None] * L, name=f"fixed per forward: embedding, final norm, LM head, "
+    fig.add_trace(go.Bar(x=x, y=[cm.fixed_ms] + [None] * (L + 1), name=f"fixed per forward: embedding, final norm, LM head, "
                          f"framework ({share(cm.fixed_ms)})", marker_color=FIXED_COLOUR,
                          hovertemplate="fixed: %{y:.3f} ms<extra></extra>"))
-    fig.add_trace(go.Bar(x=x, y=[None] + list(cm.attention_ms), name=f"attention block ({share(total_att)})",
+    fig.add_trace(go.Bar(x=x, y=[None] + list(cm.attention_ms) + [total_att / L], name=f"attention block ({share(total_att)})",
                          marker_color=ATTENTION_COLOUR, hovertemplate="layer %{x} attention: %{y:.3f} ms<extra></extra>"))
-    fig.add_trace(go.Bar(x=x, y=[None] + list(cm.mlp_ms), name=f"MLP block ({share(total_mlp)})",
+    fig.add_trace(go.Bar(x=x, y=[None] + list(cm.mlp_ms) + [total_mlp / L], name=f"MLP block ({share(total_mlp)})",
                          marker_color=MLP_COLOUR, hovertemplate="layer %{x} MLP: %{y:.3f} ms<extra></extra>"))
-    fig.add_trace(go.Bar(x=x, y=[None] + list(cm.layer_ms),
+    fig.add_trace(go.Bar(x=x, y=[None] + list(cm.layer_ms) + [total_layer / L],
                          name=f"layer overhead, saved only when both blocks are skipped ({share(total_layer)})",
                          marker_color=OVERHEAD_COLOUR,
                          hovertemplate="layer %{x} overhead: %{y:.3f} ms<extra></extra>"))
@@ -107,12 +128,15 @@ def cost_breakdown_figure(cost_model, *, title: str | None = None) -> go.Figure:
            + (f" on {threads} thread{'s' if threads != 1 else ''}" if threads else "")
            + (f"; block costs fitted over {cm.fit.get('n_sets', '?')} random skip sets, R² = {r2:.2f}"
               if r2 is not None and not math.isnan(r2) else ""))
-    if r2 is not None and not math.isnan(r2) and r2 < 0.97:
-        sub += "<br>single bars are noisy (a regression on timings); their sums are reliable"
+    if cm.fit.get("tied"):
+        sub += "<br>tied: every layer at the mean of the fitted per-layer costs"
+    elif r2 is not None and not math.isnan(r2) and r2 < 0.97:
+        sub += "<br>single layers scatter (a regression on noisy timings); their sums and the mean layer are reliable"
     fig.update_layout(
         barmode="stack", title=title or f"Where one forward of {cm.model or 'the model'} spends its time<br>"
                                         f"<sup>{sub}</sup>",
-        xaxis_title="decoder layer (or the fixed part of every forward)", yaxis_title="ms per one-token forward",
+        xaxis_title="decoder layer (fixed: paid by every forward; mean layer: the average of layers 0..L-1)",
+        yaxis_title="ms per one-token forward",
         legend=dict(orientation="h", yanchor="top", y=-0.2, x=0, traceorder="normal"), height=540,
         margin=dict(t=110),
     )
@@ -359,8 +383,8 @@ def predicted_cost_figure(cost_model, paths: Mapping[str, Sequence], *, alphas: 
         title=title or ("Predicted cost per token, f = (γ·draft ms + verify ms[γ]) / E[tokens per step]<br>"
                         "<sup>along the greedy-elimination paths; γ = the best draft length for each α</sup>"),
         xaxis_title=f"blocks skipped (of {2 * L})", yaxis_title=f"predicted {UNIT} (lower is better)",
-        legend=dict(yanchor="top", y=0.99, x=0.99, xanchor="right", bgcolor="rgba(255,255,255,0.8)"), height=520,
-        margin=dict(t=90),
+        legend=dict(yanchor="bottom", y=0.02, x=0.01, xanchor="left", bgcolor="rgba(255,255,255,0.85)"),
+        height=540, margin=dict(t=90),
     )
     ymax = max(t.y.max() if hasattr(t.y, "max") else max(t.y) for t in fig.data if t.y is not None and len(t.y))
     fig.update_yaxes(range=[0, min(ymax, 2.5 * cm.full_step_ms) * 1.05])

@@ -30,6 +30,16 @@ def _robustness_section(rob: dict | None) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _train_command(cfg: dict) -> str:
+    """The command that retrains this model: every setting that differs from TrainConfig's defaults."""
+    from .train import TrainConfig
+
+    defaults = TrainConfig().__dict__
+    skip = {"name", "out_dir", "work_dir", "tokenizer_dir", "corpus_root", "eval_every", "checkpoint_every"}
+    args = [f"--{k.replace('_', '-')} {v}" for k, v in cfg.items() if k not in skip and defaults.get(k) != v]
+    return " ".join(["python -m labkit.train --name", cfg["name"], *args])
+
+
 def write_model_card(model_dir: Path) -> Path:
     model_dir = Path(model_dir)
     rec = json.loads((model_dir / "training.json").read_text())
@@ -50,9 +60,10 @@ def write_model_card(model_dir: Path) -> Path:
     hist = "\n".join(f"| {h['step']} | {h['tokens']:,} | {h['train_ce']:.3f} | {h['val_loss']:.3f} |"
                      for h in rec["history"])
     notes = "".join(f"- {n}\n" for n in rec.get("notes", []))
+    command = _train_command(cfg)
     text = f"""# Model card: `{cfg['name']}`
 
-A small `LlamaForCausalLM` trained by this lab (`python -m labkit.train --name {cfg['name']} --recipe {cfg['recipe']}`)
+A small `LlamaForCausalLM` trained by this lab (`{command}`)
 on the Python standard library's own source, so that it can be rebuilt on any machine without downloads.
 
 ## Recipe

@@ -62,8 +62,8 @@ def random_sets(n_layers: int, n_skipped: int, count: int, rng: random.Random) -
     return out
 
 
-def robustness_report(model_name: str = "default", n_prompts: int = 16, n_tokens: int = 64,
-                      n_random: int = 200, seed: int = 0, ratios=(0.25, 0.375, 0.5, 0.625)) -> dict:
+def robustness_report(model_name: str = "default", n_prompts: int = 12, n_tokens: int = 48,
+                      n_random: int = 100, seed: int = 0, ratios=(0.25, 0.375, 0.5, 0.625)) -> dict:
     model, tokenizer = load_model(model_name)
     n_layers = model.config.num_hidden_layers
     t0 = time.perf_counter()
@@ -91,7 +91,7 @@ def robustness_report(model_name: str = "default", n_prompts: int = 16, n_tokens
         "command": f"python -m labkit.robustness --model {model_name}",
         "n_prompts": n_prompts, "n_tokens": n_tokens, "n_positions": fresh.n_positions, "n_blocks": 2 * n_layers,
         "n_random_per_ratio": n_random, "seconds": round(time.perf_counter() - t0, 1),
-        "hardware": f"{platform.machine()}, {torch.get_num_threads()} threads",
+        "hardware": f"{platform.machine()}, {torch.get_num_threads()} thread(s)",
         "method": (f"Sets chosen on {n_prompts} held-out prompts (best of greedy backward elimination and "
                    f"{n_random} random sets per ratio), agreement reported on {n_prompts} *other* held-out prompts "
                    f"(teacher-forced on the full model's greedy continuation, {n_tokens} tokens each), so the "
@@ -106,10 +106,10 @@ def robustness_report(model_name: str = "default", n_prompts: int = 16, n_tokens
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default="default")
-    parser.add_argument("--prompts", type=int, default=16)
-    parser.add_argument("--tokens", type=int, default=64)
-    parser.add_argument("--random", type=int, default=200)
-    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--prompts", type=int, default=12)
+    parser.add_argument("--tokens", type=int, default=48)
+    parser.add_argument("--random", type=int, default=100)
+    parser.add_argument("--threads", type=int, default=1)
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     report = robustness_report(args.model, args.prompts, args.tokens, args.random)

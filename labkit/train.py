@@ -55,7 +55,7 @@ class TrainConfig:
     vocab_size: int = 4096              # byte-level BPE
     context: int = 512                  # training window and max_position_embeddings
     # optimisation
-    token_budget: int = 6_000_000       # tokens of data seen by the full model
+    token_budget: int = 2_400_000       # tokens of data seen by the full model
     batch_size: int = 8                 # sequences per step (8 x 512 = 4096 tokens)
     lr: float = 2e-3
     min_lr_ratio: float = 0.1           # cosine floor
@@ -68,7 +68,7 @@ class TrainConfig:
     skip_ratio_max: float = 0.65
     # bookkeeping
     seed: int = 0
-    threads: int = 2
+    threads: int = 1
     eval_every: int = 200
     checkpoint_every: int = 100
     eval_windows: int = 32              # validation windows per periodic eval
@@ -274,7 +274,7 @@ def train(cfg: TrainConfig) -> Path:
         "wall_time_s": round(wall, 1), "validation_loss": round(val_loss, 4), "history": history,
         "corpus": corpus_stats(corpus_root),
         "train_tokens_in_corpus": int(len(train_stream)), "validation_tokens": int(len(val_stream)),
-        "hardware": f"{platform.processor() or platform.machine()}, {cfg.threads} threads, torch {torch.__version__}",
+        "hardware": f"{platform.processor() or platform.machine()}, {cfg.threads} thread(s), torch {torch.__version__}",
         "python": platform.python_version(),
     })
     return out_dir
