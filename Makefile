@@ -6,7 +6,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: lab test venv html bench clean-build
+.PHONY: lab test venv html bench models results clean-build
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -27,6 +27,23 @@ html: $(STAMP)
 	$(PY) -m labkit.notebooks html
 
 bench: $(STAMP)
+	$(PY) -m labkit.bench
+
+# Rebuild the shipped models (about 50 + 40 + 8 minutes on 2 cores; see each MODEL_CARD.md).
+models: $(STAMP)
+	$(PY) -m labkit.train --name default
+	$(PY) -m labkit.train --name plain --recipe plain
+	$(PY) -m labkit.train --name draft --recipe plain --n-layers 2
+
+# Regenerate everything in data/ that is measured from the models (about 25 minutes on 2 cores).
+results: $(STAMP)
+	for m in default plain; do \
+	  $(PY) -m labkit.robustness --model $$m && \
+	  $(PY) -m labkit.search --model $$m --trials 100 --threads 1 && \
+	  $(PY) -m labkit.search --model $$m --per-bucket --trials 25 --threads 1 && \
+	  $(PY) -m labkit.search export --model $$m && \
+	  $(PY) -m labkit.playground --model $$m || exit 1; \
+	done
 	$(PY) -m labkit.bench
 
 clean-build:

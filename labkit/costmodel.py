@@ -9,7 +9,9 @@ cut back to ``context`` positions after every forward, untimed.
 Per-block costs come from a **regression over random skip sets** (chosen over one-block-at-a-time
 differences, which subtract two noisy medians per block): the one-token step time of ~4L+8 random
 skip sets z (skip ratios spread over 0..1, plus "nothing" and "everything") is fitted by
-non-negative least squares to::
+non-negative least squares, with each block type's per-layer costs partially pooled towards their
+all-layer mean (empirical-Bayes ridge, see :func:`_fit_block_costs`; on a busy machine unpooled
+per-layer costs came out as 0.0 for some blocks and the search then kept exactly those), to::
 
     step_ms(z) = fixed_ms + sum_l attention_ms[l] * kept_attention_l
                           + sum_l mlp_ms[l]       * kept_mlp_l
@@ -169,12 +171,49 @@ class CostModel:
 # ---------------------------------------------------------------------------------------
 # measuring
 # ---------------------------------------------------------------------------------------
-def _nnls(X: list[list[float]], y: list[float]) -> list[float]:
+def _fit_block_costs(X: list[list[float]], y: list[float], n_layers: int,
+                     pooling: str = "partial") -> tuple[list[float], dict]:
+    """Non-negative regression with partial pooling of each block type's cost across layers.
+
+    The layers of a decoder are identical in shape, so an attention block costs about the same in
+    every layer; what differs between per-layer estimates is mostly timing noise, which the search
+    would otherwise exploit ("keep the blocks that happen to look free"). Empirical Bayes: the pooled
+    fit (one cost per block type) is the prior mean, the between-layer variance tau^2 is the spread
+    of the unpooled estimates minus their sampling variance, and each per-layer cost is pulled
+    towards the pooled one with ridge weight sigma^2 / tau^2 (fully pooled when tau^2 = 0).
+    ``pooling="full"`` forces one cost per block type, ``"none"`` is the plain per-block NNLS fit.
+    """
+    if pooling not in ("partial", "full", "none"):
+        raise ValueError(f"pooling must be 'partial', 'full' or 'none', got {pooling!r}")
     import numpy as np
     from scipy.optimize import nnls
 
-    coef, _ = nnls(np.asarray(X, dtype=float), np.asarray(y, dtype=float))
-    return coef.tolist()
+    L = n_layers
+    X, y = np.asarray(X, dtype=float), np.asarray(y, dtype=float)
+    groups = {"attention": slice(1, L + 1), "mlp": slice(L + 1, 2 * L + 1), "layer": slice(2 * L + 1, 3 * L + 1)}
+    pooled_X = np.column_stack([X[:, 0]] + [X[:, g].sum(axis=1) for g in groups.values()])
+    pooled, _ = nnls(pooled_X, y)
+    beta, *_ = np.linalg.lstsq(X, y, rcond=None)
+    sigma2 = float(((y - X @ beta) ** 2).sum()) / max(1, len(y) - X.shape[1])
+    sampling_var = np.diag(np.linalg.pinv(X.T @ X)) * sigma2
+    rows, targets, shrinkage = [X], [y], {}
+    for i, (name, g) in enumerate(groups.items()):
+        tau2 = max(0.0, float(np.mean((beta[g] - pooled[i + 1]) ** 2)) - float(np.mean(sampling_var[g])))
+        if pooling == "none":
+            lam = 0.0
+        elif pooling == "full" or tau2 == 0:
+            lam = 1e6 * len(y)
+        else:
+            lam = sigma2 / tau2
+        shrinkage[name] = lam
+        prior_rows = np.zeros((L, X.shape[1]))
+        prior_rows[np.arange(L), np.arange(X.shape[1])[g]] = math.sqrt(lam)
+        rows.append(prior_rows)
+        targets.append(np.full(L, math.sqrt(lam) * pooled[i + 1]))
+    coef, _ = nnls(np.vstack(rows), np.concatenate(targets))
+    info = {"pooling": pooling, "pooled_ms": dict(zip(["fixed", *groups], pooled.tolist())),
+            "shrinkage": shrinkage, "noise_sd_ms": math.sqrt(sigma2)}
+    return coef.tolist(), info
 
 
 def _theil_sen_line(values: list[float]) -> list[float]:
@@ -198,12 +237,15 @@ def _random_masks(n_layers: int, n_sets: int, rng: random.Random) -> list[SkipSe
 
 @torch.inference_mode()
 def measure_cost_model(model, *, context: int = 128, n_sets: int | None = None, repeats: int = 7, warmup: int = 3,
-                       max_draft: int = MAX_DRAFT, seed: int = 0, model_name: str = "") -> CostModel:
+                       max_draft: int = MAX_DRAFT, seed: int = 0, model_name: str = "",
+                       pooling: str = "partial") -> CostModel:
     """Time this machine's forwards of ``model`` and fit a :class:`CostModel` (see module docstring).
 
     ``n_sets`` random skip sets (default 4L + 8) for the regression, ``repeats`` timings of each
-    (median kept), verify forwards of 1..max_draft+1 tokens. Takes a few seconds for the lab's models.
+    (minimum kept: contention only adds time), verify forwards of 1..max_draft+1 tokens. Takes a few seconds for the lab's models.
     """
+    if pooling not in ("partial", "full", "none"):
+        raise ValueError(f"pooling must be 'partial', 'full' or 'none', got {pooling!r}")
     if repeats < 1 or warmup < 0 or context < 1 or max_draft < 1:
         raise ValueError("repeats and context must be >= 1, warmup >= 0, max_draft >= 1")
     L = int(model.config.num_hidden_layers)
@@ -252,18 +294,19 @@ def measure_cost_model(model, *, context: int = 128, n_sets: int | None = None, 
             verify_times[k].append(verify(k))
         full.extend(one_token(SkipSet()) for _ in range(2))
 
-    y = [1e3 * statistics.median(times[i]) for i in range(len(sets))]
+    # the minimum of repeats: on a shared CPU, other work only ever adds time, never removes it
+    y = [1e3 * min(times[i]) for i in range(len(sets))]
     X = []
     for skip in sets:
         mask = skip.to_mask(L)
         keep_att = [0.0 if m else 1.0 for m in mask[:L]]
         keep_mlp = [0.0 if m else 1.0 for m in mask[L:]]
         X.append([1.0] + keep_att + keep_mlp + [max(a, m) for a, m in zip(keep_att, keep_mlp)])
-    coef = _nnls(X, y)
-    full_ms = 1e3 * statistics.median(full)
+    coef, pooling_info = _fit_block_costs(X, y, L, pooling)
+    full_ms = 1e3 * min(full)
     fitted_none = sum(coef)                                          # the nothing-skipped row is all ones
     scale = full_ms / fitted_none if fitted_none > 0 else 1.0
-    raw_verify = [1e3 * statistics.median(verify_times[k]) for k in range(max_draft + 1)]
+    raw_verify = [1e3 * min(verify_times[k]) for k in range(max_draft + 1)]
     verify_ms = [max(v, full_ms) for v in _theil_sen_line(raw_verify)]
     fitted = [sum(c * x for c, x in zip(coef, row)) for row in X]
     mean_y = sum(y) / len(y)
@@ -273,9 +316,9 @@ def measure_cost_model(model, *, context: int = 128, n_sets: int | None = None, 
     return CostModel(
         n_layers=L, fixed_ms=scaled[0], attention_ms=scaled[1: L + 1], mlp_ms=scaled[L + 1: 2 * L + 1],
         layer_ms=scaled[2 * L + 1:], verify_ms=verify_ms, full_step_ms=full_ms, model=model_name, context=context,
-        method="regression (NNLS)",
+        method="regression over random skip sets (NNLS, costs partially pooled across layers)",
         fit={"n_sets": len(sets), "repeats": repeats, "r2": 1 - ss_res / ss_tot, "rmse_ms": math.sqrt(ss_res / len(y)),
-             "scale": scale, "verify_raw_ms": raw_verify, "seconds": time.perf_counter() - t_start},
+             "scale": scale, **pooling_info, "verify_raw_ms": raw_verify, "seconds": time.perf_counter() - t_start},
         machine={"platform": platform.platform(), "processor": platform.processor() or platform.machine(),
                  "torch": torch.__version__, "torch_threads": torch.get_num_threads()},
         measured_at=time.strftime("%Y-%m-%dT%H:%M:%S"),
@@ -433,12 +476,15 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--context", type=int, default=128, help="KV-cache length to time at")
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
+    parser.add_argument("--pooling", default="partial", choices=["partial", "full", "none"],
+                        help="per-layer block costs: pooled across layers partially (default), fully, or not")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     from .models import load_model
 
     model, _ = load_model(args.model)
-    cm = measure_cost_model(model, context=args.context, repeats=args.repeats, model_name=str(args.model))
+    cm = measure_cost_model(model, context=args.context, repeats=args.repeats, model_name=str(args.model),
+                            pooling=args.pooling)
     results = Path(__file__).resolve().parent.parent / "results"
     default_out = results / "costmodel" / f"{Path(str(args.model)).name}.json"
     out = Path(args.out) if args.out else default_out

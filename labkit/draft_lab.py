@@ -377,8 +377,9 @@ def predicted_cost_figure(cost_model, paths: Mapping[str, Sequence], *, alphas: 
             hovertemplate=(f"{name}: cheapest set on the path<br>{int(best['n_skipped'])} skipped, "
                            f"α = {best['alpha']:.2f}, γ = {int(best['gamma'])}: %{{y:.2f}} ms/token<extra></extra>"),
         ))
-    fig.add_hline(y=cm.full_step_ms, line_dash="dash", line_color="black",
-                  annotation_text=f"plain decoding: {cm.full_step_ms:.2f} ms/token", annotation_position="top left")
+    fig.add_trace(go.Scatter(x=[0, 2 * L], y=[cm.full_step_ms] * 2, mode="lines", line=dict(color="black", dash="dash"),
+                             name=f"plain decoding: {cm.full_step_ms:.2f} ms/token (one full step)",
+                             hovertemplate="plain decoding: %{y:.2f} ms/token<extra></extra>"))
     fig.update_layout(
         title=title or ("Predicted cost per token, f = (γ·draft ms + verify ms[γ]) / E[tokens per step]<br>"
                         "<sup>along the greedy-elimination paths; γ = the best draft length for each α</sup>"),

@@ -992,7 +992,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--no-warm-start", action="store_true")
     p.add_argument("--no-progress", action="store_true")
     p.add_argument("--timeout", type=float, default=None, help="stop starting trials after this many seconds")
-    p.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's default)")
+    p.add_argument("--threads", type=int, default=1,
+                   help="torch threads (default 1: batch-1 decoding of the lab's models is fastest on one thread, "
+                        "and two threads on a busy 2-core machine made a step 3-15x slower and its timing erratic)")
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="compare: seeds")
     p.add_argument("--samplers", nargs="+", default=list(SAMPLERS), help="compare: samplers")
     p.add_argument("--n-sets", type=int, default=16, help="rank: skip sets to compare")

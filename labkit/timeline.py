@@ -6,7 +6,7 @@ pure builders that return a ``plotly.graph_objects.Figure`` (they never show it)
 
 Colours mean the same thing in every figure and in the replayer's text (:data:`KIND_COLORS`):
 green = a drafted token the target accepted, red = the first drafted token it rejected, grey and
-struck through = drafted after that rejection (discarded unseen), blue = a token the *target*
+struck through = drafted after that rejection (thrown away, whatever the target says), blue = a token the *target*
 chose itself (dark blue: its replacement for the rejected token; light blue: the bonus token
 after a fully accepted draft).
 
@@ -52,11 +52,11 @@ KIND_TEXT_COLORS = {"accepted": "white", "rejected": "white", "discarded": "#525
 KIND_LABELS = {
     "accepted": "accepted draft token",
     "rejected": "rejected draft token",
-    "discarded": "discarded (drafted after a rejection)",
-    "replacement": "target's replacement token",
+    "discarded": "discarded (after a rejection)",
+    "replacement": "target's replacement",
     "bonus": "target's bonus token",
-    "verify": "verify pass (accepted EOS, no own token)",
-    "prefill": "prefill: full model reads the prompt",
+    "verify": "verify only (accepted EOS)",
+    "prefill": "prompt prefill",
 }
 DRAFT_KINDS = ("accepted", "rejected", "discarded")
 TARGET_KINDS = ("replacement", "bonus")
@@ -88,6 +88,22 @@ def token_labels(tokenizer, token_ids, compact: bool = True) -> dict[int, str]:
 def _plotly_text(text: str) -> str:
     """Plotly reads a small HTML subset in text: escape the token's own '<', '>' and '&'."""
     return html.escape(text, quote=False)
+
+
+def _header(fig, title: str, height: int, legend_rows: int = 1, left: int = 70, right: int = 20,
+            bottom: int = 50) -> None:
+    """Title at the top, the legend in its own band under it (never over it), the plot below."""
+    two_lines = "<br>" in title
+    title_px = 58 if two_lines else 38
+    fig.update_layout(
+        height=height,
+        # plotly anchors a two-line title by its first line: shift it down by a line
+        title=dict(text=title, x=0.01, xanchor="left", y=1 - (30 if two_lines else 10) / height, yref="container",
+                   yanchor="top"),
+        legend=dict(orientation="h", x=0.0, xanchor="left", y=1 - (title_px + 8) / height, yref="container",
+                    yanchor="top", font=dict(size=11), traceorder="normal"),
+        margin=dict(l=left, r=right, b=bottom, t=title_px + 28 + 24 * legend_rows),
+    )
 
 
 def _as_trace(obj) -> Trace:
@@ -232,7 +248,8 @@ def _timeline_bars(trace: Trace, tokenizer, *, lanes: tuple[float, float], px_pe
 def _lane_axis(draft_label: str, lanes=(1.0, 0.0)) -> dict:
     return dict(tickvals=[lanes[1], lanes[0]], ticktext=["<b>verify</b><br>full model,<br>1 pass per step",
                                                           f"<b>draft</b><br>{draft_label}"],
-                range=[min(lanes) - 0.6, max(lanes) + 0.75], fixedrange=True, zeroline=False, showgrid=False)
+                range=[min(lanes) - 0.6, max(lanes) + 0.75], fixedrange=True, zeroline=False, showgrid=False,
+                ticklabelstandoff=8)
 
 
 def _step_decorations(times, y0, y1, px_per_ms, xref="x", yref="y", label_y=None):
@@ -283,14 +300,12 @@ def timeline_figure(trace, tokenizer, *, steps: tuple[int, int] | None = None,
     subtitle = (f"{mode} · {s['steps']} steps · {s['emitted']} tokens · acceptance {s['acceptance_rate']:.0%} · "
                 f"{s['tokens_per_step']:.2f} tokens per step · {s['ms_per_token_with_prefill']:.1f} ms per token")
     fig.update_layout(
-        title=dict(text=f"{title or 'Draft/verify timeline, token by token'}<br><sup>{subtitle}</sup>", x=0.01),
-        barmode="overlay", width=width, height=height, shapes=shapes, annotations=annotations,
+        barmode="overlay", width=width, shapes=shapes, annotations=annotations,
         xaxis=dict(title="wall-clock time since the call started (ms)", range=[x0, x1], zeroline=False),
         yaxis=_lane_axis(draft_label), plot_bgcolor="white", bargap=0,
-        legend=dict(orientation="h", yanchor="bottom", y=1.0, x=0.0, font=dict(size=11), traceorder="normal"),
-        uniformtext=dict(minsize=9, mode="hide"), margin=dict(l=110, r=20, t=110, b=50),
-        hoverlabel=dict(font=dict(family="monospace", size=12)),
+        uniformtext=dict(minsize=9, mode="hide"), hoverlabel=dict(font=dict(family="monospace", size=12)),
     )
+    _header(fig, f"{title or 'Draft/verify timeline, token by token'}<br><sup>{subtitle}</sup>", height, left=110)
     return fig
 
 
@@ -338,12 +353,9 @@ def comparison_figure(traces: dict, tokenizer, *, window_ms: tuple[float, float]
     fig.update_xaxes(range=list(window_ms), zeroline=False)
     fig.update_xaxes(title_text="wall-clock time since the call started (ms)", row=len(labels), col=1)
     fig.update_annotations(font=dict(size=12), x=0.0, xanchor="left")
-    fig.update_layout(
-        title=dict(text=title, x=0.01), barmode="overlay", width=width, height=120 + row_height * len(labels),
-        plot_bgcolor="white", bargap=0, uniformtext=dict(minsize=9, mode="hide"),
-        legend=dict(orientation="h", yanchor="bottom", y=1.06, x=0.0, font=dict(size=11)),
-        margin=dict(l=110, r=20, t=130, b=50), hoverlabel=dict(font=dict(family="monospace", size=12)),
-    )
+    fig.update_layout(barmode="overlay", width=width, plot_bgcolor="white", bargap=0,
+                      uniformtext=dict(minsize=9, mode="hide"), hoverlabel=dict(font=dict(family="monospace", size=12)))
+    _header(fig, title, 130 + row_height * len(labels), left=110)
     return fig
 
 
@@ -418,27 +430,30 @@ def confidence_figure(trace, tokenizer=None, *, steps: tuple[int, int] | None = 
         fig.add_trace(go.Scatter(x=stop_x, y=stop_y, mode="markers", name="stop: confidence fell below the threshold",
                                  marker=dict(symbol="circle-open", size=17, color="black", line=dict(width=2)),
                                  hoverinfo="skip"))
+    top = max([c for i in window for c in trace.steps[i].confidence]
+              + [t for i in window if (t := trace.steps[i].threshold) is not None] + [0.5])
     policy = "no threshold (count-only policy)" if all(trace.steps[i].threshold is None for i in window) else \
         "ringed markers fell below the threshold, so drafting stopped there"
+    _header(fig, f"Why drafting stopped: the draft's confidence at each drafted token<br><sup>{policy}; "
+                 f"the other steps hit the draft limit, the token budget or end-of-text</sup>", height)
     fig.update_layout(
-        title=dict(text=f"Why drafting stopped: the draft's confidence at each drafted token<br><sup>{policy}; "
-                        f"the other steps hit the draft limit, the token budget or end-of-text</sup>", x=0.01),
-        width=width, height=height, plot_bgcolor="white",
+        width=width, plot_bgcolor="white",
         xaxis=dict(title="step (its drafted tokens left to right; gaps separate steps)", tickvals=tickvals,
                    ticktext=ticktext, showgrid=False, zeroline=False),
-        yaxis=dict(title="draft top-1 probability", range=[-0.03, 1.05], gridcolor="#eeeeee", zeroline=False),
-        legend=dict(orientation="h", yanchor="bottom", y=1.0, x=0.0, font=dict(size=11)),
-        margin=dict(l=70, r=20, t=100, b=50),
+        yaxis=dict(title="draft top-1 probability", range=[-0.02, min(1.05, top + 0.1)], gridcolor="#eeeeee",
+                   zeroline=False),
     )
     return fig
 
 
-def threshold_trajectory_figure(trace, *, target: float | None = None, width: int = 1100, height: int = 430):
+def threshold_trajectory_figure(trace, *, target: float | None = None, width: int = 1100, height: int = 560):
     """The adaptive threshold over a generation, against the (smoothed) acceptance rate that drives it.
 
-    Reads ``policy_state`` of every step (AdaptiveThreshold: ``threshold``, ``acceptance_rate``); for
-    other policies the running acceptance rate is computed from the trace. ``target``: the rate the
-    policy aims for (drawn as a dashed line).
+    Top: each step's acceptance (accepted / drafted), the smoothed rate the policy reads from
+    ``policy_state`` (AdaptiveThreshold; for other policies the cumulative rate from the trace) and
+    the ``target`` rate, over grey bars of tokens drafted per step. Bottom, on its own scale: the
+    threshold in force at each step. Shaded: steps after which the smoothed rate was below the target,
+    so the threshold rose for the next step.
     """
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
@@ -457,37 +472,59 @@ def threshold_trajectory_figure(trace, *, target: float | None = None, width: in
     else:
         rate_name = "smoothed acceptance rate (what the policy sees)"
     raw = [s.n_accepted / s.n_drafted if s.n_drafted else None for s in trace.steps]
-    fig = make_subplots(specs=[[{"secondary_y": True}]])
+    has_threshold = any(t is not None for t in thr)
+    fig = make_subplots(rows=2 if has_threshold else 1, cols=1, shared_xaxes=True, vertical_spacing=0.08,
+                        row_heights=[0.6, 0.4] if has_threshold else None,
+                        specs=[[{"secondary_y": True}]] + ([[{}]] if has_threshold else []))
     fig.add_trace(go.Bar(x=steps, y=[s.n_drafted for s in trace.steps], name="tokens drafted in the step",
-                         marker=dict(color="rgba(120,120,120,0.22)"), hovertemplate="step %{x}: %{y} drafted<extra></extra>"),
-                  secondary_y=True)
+                         marker=dict(color="rgba(120,120,120,0.25)"),
+                         hovertemplate="step %{x}: %{y} drafted<extra></extra>"), row=1, col=1, secondary_y=True)
     fig.add_trace(go.Scatter(x=steps, y=raw, mode="markers", name="this step's acceptance (accepted / drafted)",
                              marker=dict(color=KIND_COLORS["accepted"], size=5, opacity=0.45),
-                             hovertemplate="step %{x}: %{y:.2f}<extra></extra>"), secondary_y=False)
+                             hovertemplate="step %{x}: %{y:.2f}<extra></extra>"), row=1, col=1, secondary_y=False)
     fig.add_trace(go.Scatter(x=steps, y=smoothed, mode="lines", name=rate_name,
                              line=dict(color=KIND_COLORS["accepted"], width=2.5),
-                             hovertemplate="step %{x}: %{y:.3f}<extra></extra>"), secondary_y=False)
-    if any(t is not None for t in thr):
+                             hovertemplate="step %{x}: %{y:.3f}<extra></extra>"), row=1, col=1, secondary_y=False)
+    if target is not None:
+        fig.add_trace(go.Scatter(x=[steps[0] - 0.5, steps[-1] + 0.5] if steps else [], y=[target, target],
+                                 mode="lines", name=f"target acceptance {target:g}", hoverinfo="skip",
+                                 line=dict(color=KIND_COLORS["accepted"], dash="dash", width=1.5)),
+                      row=1, col=1, secondary_y=False)
+        below = [i for i, r in enumerate(smoothed) if r is not None and r < target]
+        runs = []
+        for i in below:                              # contiguous runs of steps below the target
+            if runs and runs[-1][1] == i - 1:
+                runs[-1][1] = i
+            else:
+                runs.append([i, i])
+        for a, b in runs:
+            fig.add_shape(type="rect", xref="x", yref="paper", x0=a, x1=b + 1, y0=0, y1=1, layer="below",
+                          fillcolor="rgba(222,45,38,0.08)", line_width=0)      # through both rows
+        if runs:
+            fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", hoverinfo="skip",
+                                     name="below target: threshold rises next step",
+                                     marker=dict(symbol="square", size=12, color="rgba(222,45,38,0.18)")),
+                          row=1, col=1, secondary_y=False)
+    if has_threshold:
         fig.add_trace(go.Scatter(x=steps, y=thr, mode="lines", line=dict(color=THRESHOLD_COLOR, width=2.5, shape="hv"),
                                  name="threshold in force", hovertemplate="step %{x}: %{y:.3f}<extra></extra>"),
-                      secondary_y=False)
-    if target is not None:
-        fig.add_hline(y=target, line=dict(color=KIND_COLORS["accepted"], dash="dash", width=1),
-                      annotation_text=f"target acceptance {target:g}", annotation_position="bottom right")
+                      row=2, col=1)
+        lo, hi = min(t for t in thr if t is not None), max(t for t in thr if t is not None)
+        pad = max(0.01, 0.1 * (hi - lo))
+        fig.update_yaxes(title_text="threshold (probability)", range=[lo - pad, hi + pad], gridcolor="#eeeeee",
+                         row=2, col=1)
     s = trace.summary()
-    fig.update_layout(
-        title=dict(text="The adaptive threshold follows the acceptance rate<br><sup>below the target the threshold "
-                        "rises (draft fewer, safer tokens); above it the threshold falls (draft more) · "
-                        f"{s['steps']} steps, {s['emitted']} tokens</sup>", x=0.01),
-        width=width, height=height, plot_bgcolor="white", bargap=0.15,
-        legend=dict(orientation="h", yanchor="bottom", y=1.0, x=0.0, font=dict(size=11)),
-        margin=dict(l=70, r=70, t=110, b=50),
-    )
-    fig.update_xaxes(title_text="step", showgrid=False)
-    fig.update_yaxes(title_text="probability / rate", range=[0, 1.05], gridcolor="#eeeeee", secondary_y=False)
+    _header(fig, "The adaptive threshold follows the acceptance rate<br><sup>below the target the threshold "
+                 "rises (draft fewer, safer tokens); above it the threshold falls (draft more) · "
+                 f"{s['steps']} steps, {s['emitted']} tokens</sup>", height, legend_rows=2, right=70)
+    fig.update_layout(width=width, plot_bgcolor="white", bargap=0.15)
+    fig.update_xaxes(showgrid=False)
+    fig.update_xaxes(title_text="step", row=2 if has_threshold else 1, col=1)
+    fig.update_yaxes(title_text="acceptance rate", range=[0, 1.05], gridcolor="#eeeeee", row=1, col=1,
+                     secondary_y=False)
     top = max([st.n_drafted for st in trace.steps] + [1])
-    fig.update_yaxes(title_text="tokens drafted per step", range=[0, max(3.0, 2.5 * top)], dtick=max(1, math.ceil(top / 4)),
-                     showgrid=False, secondary_y=True)
+    fig.update_yaxes(title_text="tokens drafted", range=[0, max(3.0, 2.5 * top)], dtick=max(1, math.ceil(top / 4)),
+                     showgrid=False, row=1, col=1, secondary_y=True)
     return fig
 
 
@@ -783,7 +820,9 @@ def demo_skip_set(model, name: str = "default", verbose: bool = True) -> SkipSet
                 return found
         except Exception as err:  # no search result for this model yet: use the fixed fallback
             if verbose:
-                print(f"labkit.best_skip_set(model={name!r}) unavailable ({type(err).__name__}: {err}); using the fallback")
+                reason = str(err).split(";")[0].split(" at /")[0]
+                print(f"labkit.best_skip_set(model={name!r}) unavailable ({type(err).__name__}: {reason}); "
+                      "using the fallback")
     start = max(1, n_layers // 2 - 1)
     tail = n_layers - max(1, n_layers // 6)
     attention = [l for l in range(start, n_layers) if (l - start) % 2 == 1 or l >= tail]

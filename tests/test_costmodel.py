@@ -86,6 +86,47 @@ def test_predicted_ms_per_token_hand_values():
     assert predicted_ms_per_token(cm, SkipSet(), 1.0) >= cm.full_step_ms
 
 
+def _synthetic(costs_att, costs_mlp, costs_layer, fixed, noise, seed):
+    import random
+
+    from labkit.costmodel import _random_masks
+
+    L = len(costs_att)
+    rng = random.Random(seed)
+    X, y = [], []
+    for skip in _random_masks(L, 4 * L + 8, rng):
+        mask = skip.to_mask(L)
+        ka, km = [0.0 if m else 1.0 for m in mask[:L]], [0.0 if m else 1.0 for m in mask[L:]]
+        kl = [max(a, m) for a, m in zip(ka, km)]
+        X.append([1.0] + ka + km + kl)
+        y.append(fixed + sum(c * k for c, k in zip(costs_att + costs_mlp + costs_layer, ka + km + kl))
+                 + rng.gauss(0, noise))
+    return X, y
+
+
+def test_block_cost_fit_pools_noise_but_keeps_real_differences():
+    from labkit.costmodel import _fit_block_costs
+
+    L = 6
+    # real per-layer differences (e.g. local vs global attention), no noise: partial pooling keeps them
+    att = [0.2, 0.8] * 3
+    X, y = _synthetic(att, [0.5] * L, [0.1] * L, 1.0, 0.0, seed=0)
+    coef, info = _fit_block_costs(X, y, L, "partial")
+    assert coef[1: L + 1] == pytest.approx(att, abs=1e-3) and coef[0] == pytest.approx(1.0, abs=1e-3)
+    full, _ = _fit_block_costs(X, y, L, "full")
+    assert max(full[1: L + 1]) - min(full[1: L + 1]) < 1e-3               # one cost per block type
+    # identical layers under heavy noise: pooling beats the unpooled fit at recovering them
+    errors = {"partial": 0.0, "none": 0.0}
+    for seed in range(5):
+        X, y = _synthetic([0.3] * L, [0.5] * L, [0.1] * L, 1.0, 0.4, seed=seed)
+        for pooling in errors:
+            coef, _ = _fit_block_costs(X, y, L, pooling)
+            errors[pooling] += sum((c - t) ** 2 for c, t in zip(coef[1:], [0.3] * L + [0.5] * L + [0.1] * L))
+    assert errors["partial"] < errors["none"]
+    with pytest.raises(ValueError):
+        _fit_block_costs(X, y, L, "some")
+
+
 def test_json_roundtrip(tmp_path):
     cm = hand_model()
     path = cm.save(tmp_path / "cm" / "tiny.json")

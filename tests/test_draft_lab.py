@@ -65,11 +65,26 @@ def test_cost_breakdown_figure_stacks_every_block():
     fig = dl.cost_breakdown_figure(cm)
     assert fig.layout.barmode == "stack" and len(fig.data) == 4
     fixed, att, mlp, over = fig.data
-    assert fixed.y[0] == 1.0 and list(att.y[1:]) == [0.5] * 4 and list(mlp.y[1:]) == [0.75] * 4
-    assert list(over.y[1:]) == [0.25] * 4
+    assert list(att.x) == ["fixed", "0", "1", "2", "3", "mean layer"]
+    assert fixed.y[0] == 1.0 and list(att.y[1:]) == [0.5] * 5 and list(mlp.y[1:]) == [0.75] * 5
+    assert list(over.y[1:]) == [0.25] * 5
     assert "7.00 ms" in fig.layout.title.text and "noisy" in fig.layout.title.text      # R^2 0.9 < 0.97
     assert "attention block (2.00 ms in all, 29%)" == att.name
     assert fig.layout.xaxis.title.text and fig.layout.yaxis.title.text
+
+
+def test_tied_cost_model_keeps_totals_and_spreads_them_evenly():
+    cm = toy_cost_model()
+    cm.attention_ms = [0.0, 1.0, 0.2, 0.8]
+    cm.mlp_ms = [3.0, 0.0, 0.0, 0.0]
+    tied = dl.tied_cost_model(cm)
+    assert tied.attention_ms == [0.5] * 4 and tied.mlp_ms == [0.75] * 4 and tied.layer_ms == [0.25] * 4
+    assert tied.draft_ms(SkipSet()) == pytest.approx(cm.draft_ms(SkipSet()))
+    assert tied.draft_ms(SkipSet(mlp=[0])) == pytest.approx(cm.draft_ms(SkipSet()) - 0.75)
+    assert tied.draft_ms(SkipSet(mlp=[1])) == tied.draft_ms(SkipSet(mlp=[0]))
+    assert tied.verify_ms == cm.verify_ms and tied.full_step_ms == cm.full_step_ms and tied.fixed_ms == cm.fixed_ms
+    assert cm.attention_ms == [0.0, 1.0, 0.2, 0.8]                        # the original is untouched
+    assert tied.fit["tied"] and "tied" in tied.method and "tied" in dl.cost_breakdown_figure(tied).layout.title.text
 
 
 def test_cost_figures_accept_a_measured_cost_model(tiny):
@@ -164,8 +179,8 @@ def test_path_optima_and_predicted_cost_figure(paths):
         assert best.loc[name, "ms_per_token"] == pytest.approx(frame["ms_per_token"].min())
         assert best.loc[name, "speedup"] == pytest.approx(cm.full_step_ms / best.loc[name, "ms_per_token"])
     fig = dl.predicted_cost_figure(cm, paths, alphas=(0.6, 0.8, 0.9))
-    assert len(fig.data) == 3 + 2 * 2                       # fixed-alpha lines, then a line and a star per model
-    assert fig.layout.shapes[0].y0 == cm.full_step_ms       # plain decoding
+    assert len(fig.data) == 3 + 2 * 2 + 1                   # fixed-alpha lines, a line and a star per model, plain
+    assert list(fig.data[-1].y) == [cm.full_step_ms] * 2 and "plain decoding" in fig.data[-1].name
     assert "ms per generated token" in fig.layout.yaxis.title.text
     with pytest.raises(ValueError):
         dl.predicted_cost_figure(cm, {})

@@ -17,7 +17,8 @@ REQUIRED_PARAMETERS = {"FAST", "SEED", "OUTPUT_DIR"}
 EXPECTED = {
     "00_setup_check": {"n_new_tokens": (1, 10_000), "n_layers": (1, 1000), "n_parameters": (1e5, 1e9)},
     "01_bayesian_optimization": {"forrester_best_found": (-6.0208, -5.9), "forrester_gap": (-1e-6, 0.1), "ei_median_final_gap": (-1e-6, 0.5), "random_median_final_gap": (-1e-6, 10.0), "exploration_trapped_settings": (1, 6), "branin_median_best_gp": (0.3978, 10.0), "branin_median_best_tpe": (0.3978, 20.0), "branin_median_best_random": (0.3978, 60.0), "update_ms": (0.0, 1000.0), "toy_best_speedup": (1.0, 3.0), "ard_hit_rate": (0.5, 1.0)},
-    "03_draft_verify_timeline": {"acceptance_rate_greedy": (0.05, 1.0), "acceptance_rate_sampling": (0.05, 1.0), "tokens_per_step": (1.0, 13.0), "one_pass_check_ok": (1, 1), "greedy_identical_to_plain": (1, 1), "ms_per_token": (0.01, 1000.0), "n_new_tokens": (48, 48)},
+    "02_layer_skip_draft": {"agreement_50_default": (0.75, 1.0), "agreement_50_plain": (0.0, 0.95), "agreement_50_gap": (0.05, 1.0), "verify_5_steps": (0.9, 3.0), "speedup_predicted": (0.9, 10.0), "best_alpha": (0.3, 1.0), "n_trials": (20, 20), "token_agreement": (0.2, 1.0), "greedy_identical_to_plain": (1, 1), "speedup_measured_fixed_gamma": (0.2, 20.0), "search_seconds": (0.0, 120.0)},
+    "03_draft_verify_timeline": {"acceptance_rate_greedy": (0.3, 1.0), "acceptance_rate_sampling": (0.1, 1.0), "tokens_per_step": (1.2, 13.0), "one_pass_check_ok": (1, 1), "greedy_identical_to_plain": (1, 1), "ms_per_token": (0.01, 1000.0), "n_new_tokens": (48, 48)},
     "04_playground": {"update_ms": (0.0, 500.0), "n_cells": (1, 10_000), "best_speedup": (0.5, 10.0), "live_speedup": (0.05, 20.0), "live_vs_grid": (0.2, 5.0), "live_identical_to_plain": (1, 1)},
 }
 

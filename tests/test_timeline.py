@@ -144,6 +144,17 @@ def test_token_text_is_visible_and_escaped():
     assert "<b>" not in body and "&lt;b&gt;" in body and "a&amp;b" in body
 
 
+def test_a_step_ending_on_an_accepted_eos_has_a_plain_verify_bar():
+    eos = 7
+    trace = labkit.Trace(prompt_length=1, sampling=False, prefill_s=0.001, steps=[labkit.StepRecord(
+        position=1, drafted=[4, eos], q=[0.9, 0.8], confidence=[0.9, 0.8], p=[0.9, 0.9], n_accepted=2, next_token=-1,
+        next_kind="none", threshold=None, draft_s=0.002, verify_s=0.001, n_emitted=2)])
+    bars = bars_by_kind(tl.timeline_figure(trace, TOK))
+    assert len(bars["accepted"].x) == 2 and len(bars["verify"].x) == 1
+    assert not set(bars) & set(tl.TARGET_KINDS)
+    assert "end-of-text" in tl.step_html(trace, TOK, 0)
+
+
 def test_replayer_follows_the_slider(greedy):
     replayer = tl.TraceReplayer(greedy, TOK, window_steps=3)
     times = tl.step_times(greedy.trace)
