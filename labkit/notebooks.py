@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import time
 from pathlib import Path
 
@@ -85,6 +86,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("command", choices=["html", "run"])
     parser.add_argument("--full", action="store_true", help="full mode instead of FAST")
     args = parser.parse_args(argv)
+    if args.command == "html":
+        # the kernels inherit this: figures also as self-contained HTML, which nbconvert keeps
+        os.environ["PLOTLY_RENDERER"] = "notebook+plotly_mimetype"
     for nb in notebook_paths():
         t0 = time.perf_counter()
         executed = execute_notebook(nb, {"FAST": not args.full, "OUTPUT_DIR": str(BUILD_DIR / "metrics")})
