@@ -252,17 +252,13 @@ SAMPLER_NAMES = ("GPSampler", "TPESampler", "RandomSampler")
 
 
 def _make_sampler(sampler_name: str, seed: int, deterministic: bool = True):
-    import optuna
+    """Optuna's sampler by class name (GPSampler, TPESampler, RandomSampler), as labkit.search builds it."""
+    from .search import make_sampler
 
-    if sampler_name == "GPSampler":
-        with warnings.catch_warnings():   # deterministic_objective is marked experimental
-            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-            return optuna.samplers.GPSampler(seed=seed, deterministic_objective=deterministic)
-    if sampler_name == "TPESampler":
-        return optuna.samplers.TPESampler(seed=seed)
-    if sampler_name == "RandomSampler":
-        return optuna.samplers.RandomSampler(seed=seed)
-    raise ValueError(f"sampler_name must be one of {SAMPLER_NAMES}, got {sampler_name!r}")
+    short = {"GPSampler": "gp", "TPESampler": "tpe", "RandomSampler": "random"}
+    if sampler_name not in short:
+        raise ValueError(f"sampler_name must be one of {SAMPLER_NAMES}, got {sampler_name!r}")
+    return make_sampler(short[sampler_name], seed, deterministic)
 
 
 def _branin_objective(trial) -> float:

@@ -2,12 +2,13 @@
 
 Measuring (:func:`measure_cost_model`): wall clock (``time.perf_counter``) of single forwards at
 batch size 1 with a KV cache of ``context`` tokens (about a prompt's length), after a warm-up,
-taking the median over repeats that are interleaved across configurations (so a burst of
-background load hits every configuration alike). Only the model's forward is timed; the cache is
+taking the minimum over repeats (on a shared CPU other work only ever adds time; medians were
+inflated several-fold on a busy 2-core machine) that are interleaved across configurations (so a
+burst of background load hits every configuration alike). Only the model's forward is timed; the cache is
 cut back to ``context`` positions after every forward, untimed.
 
 Per-block costs come from a **regression over random skip sets** (chosen over one-block-at-a-time
-differences, which subtract two noisy medians per block): the one-token step time of ~4L+8 random
+differences, which subtract two noisy timings per block): the one-token step time of ~4L+8 random
 skip sets z (skip ratios spread over 0..1, plus "nothing" and "everything") is fitted by
 non-negative least squares, with each block type's per-layer costs partially pooled towards their
 all-layer mean (empirical-Bayes ridge, see :func:`_fit_block_costs`; on a busy machine unpooled
@@ -27,9 +28,9 @@ otherwise fit noise could make drafting with the full model look cheaper than a 
 ``verify_ms[k]`` is one full-model forward over k + 1 tokens (the pending token and k drafted
 tokens) with logits for all of them, exactly as :func:`labkit.speculative_generate` verifies, for
 k = 0..max_draft; ``verify_ms[0]`` is a plain step with full logits. The stored values are a robust
-straight line (Theil-Sen) through the per-k medians, floored at ``full_step_ms``, so one burst of
-load on a single k cannot make the optimiser prefer or avoid that draft length; the raw medians are
-kept in ``fit["verify_raw_ms"]``.
+straight line (Theil-Sen) through the per-k minima, floored at ``full_step_ms``, so one odd timing
+at a single k cannot make the optimiser prefer or avoid that draft length; the raw minima are kept
+in ``fit["verify_raw_ms"]``.
 
 Analytic speedup (Leviathan et al. 2023, i.i.d. acceptance with rate alpha, gamma drafted tokens):
 expected tokens per step E = (1 - alpha^(gamma+1)) / (1 - alpha) (gamma + 1 at alpha = 1, 1 at
@@ -242,7 +243,8 @@ def measure_cost_model(model, *, context: int = 128, n_sets: int | None = None, 
     """Time this machine's forwards of ``model`` and fit a :class:`CostModel` (see module docstring).
 
     ``n_sets`` random skip sets (default 4L + 8) for the regression, ``repeats`` timings of each
-    (minimum kept: contention only adds time), verify forwards of 1..max_draft+1 tokens. Takes a few seconds for the lab's models.
+    (minimum kept: contention only adds time), verify forwards of 1..max_draft+1 tokens. Takes a few
+    seconds for the lab's models.
     """
     if pooling not in ("partial", "full", "none"):
         raise ValueError(f"pooling must be 'partial', 'full' or 'none', got {pooling!r}")

@@ -286,11 +286,16 @@ def open_storage(storage=None):
                          f"{str(err).splitlines()[0] if str(err) else ''}") from err
 
 
-def _make_sampler(name: str, seed: int, deterministic: bool):
+def make_sampler(name: str, seed: int, deterministic: bool = True):
+    """An Optuna sampler by short name ('gp', 'tpe', 'random'), seeded."""
+    import warnings
+
     import optuna
 
     if name == "gp":
-        return optuna.samplers.GPSampler(seed=seed, deterministic_objective=deterministic)
+        with warnings.catch_warnings():   # deterministic_objective is marked experimental
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            return optuna.samplers.GPSampler(seed=seed, deterministic_objective=deterministic)
     if name == "tpe":
         return optuna.samplers.TPESampler(seed=seed)
     if name == "random":
@@ -631,7 +636,7 @@ def run_search(model="default", *, objective: str = "modelled", trials: int = 10
         baseline = evaluator.baseline_ms
         n_before = sum(1 for t in study.get_trials(deepcopy=False) if t.state != optuna.trial.TrialState.WAITING)
         # a resumed study gets a different (still deterministic) seed, so it does not replay its first run
-        study.sampler = _make_sampler(sampler, seed + n_before, deterministic=objective == "modelled")
+        study.sampler = make_sampler(sampler, seed + n_before, deterministic=objective == "modelled")
 
         worker = f"{socket.gethostname()}:{os.getpid()}"
 
@@ -876,7 +881,7 @@ def compare_samplers(model="default", *, objective: str = "modelled", samplers: 
     with _quiet_optuna():
         for s in samplers:
             for seed in seeds:
-                sampler = _make_sampler(s, seed, objective == "modelled")
+                sampler = make_sampler(s, seed, objective == "modelled")
                 study = optuna.create_study(direction="minimize", sampler=sampler)
                 if warm_start:
                     for label, skip in warm_start_sets(L).items():

@@ -14,7 +14,7 @@ import pytest
 from labkit import SkipSet, best_skip_set, load_model
 from labkit import playground as pg
 from labkit.search import BUCKET_WIDTH, ratio_buckets
-from tiny_models import tiny_model
+from tiny_models import tiny_model, save_tiny_model_folder
 
 PROMPTS = ["def add(a, b):\n    return", "for i in range(10):\n    print(i"]
 N_LAYERS = 4
@@ -25,18 +25,6 @@ CONFIG = pg.GridConfig(thresholds=(0.0, 0.5, 0.9), max_drafts=(2, 4), n_prompts=
                        cost_model_repeats=1, cost_model_sets=6)
 
 
-def save_tiny(path):
-    from tokenizers import Tokenizer, models, pre_tokenizers
-    from transformers import PreTrainedTokenizerFast
-
-    chars = ["<unk>", "\n"] + [chr(c) for c in range(32, 127)]
-    tok = Tokenizer(models.WordLevel(vocab={c: i for i, c in enumerate(chars)}, unk_token="<unk>"))
-    tok.pre_tokenizer = pre_tokenizers.Split(pattern="", behavior="isolated")       # one token per character
-    tokenizer = PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>", pad_token="<unk>")
-    model = tiny_model("llama", n_layers=N_LAYERS, vocab_size=len(chars), max_positions=1024)
-    model.save_pretrained(path)
-    tokenizer.save_pretrained(path)
-    return path
 
 
 def write_search_stub(search_dir, key, sets):
@@ -56,7 +44,7 @@ def write_search_stub(search_dir, key, sets):
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
     root = tmp_path_factory.mktemp("playground")
-    path = save_tiny(root / "tiny4")
+    path = save_tiny_model_folder(root / "tiny4", n_layers=N_LAYERS)
     write_search_stub(root / "search", "tiny4", SETS)
     return {"path": str(path), "search_dir": root / "search", "root": root}
 

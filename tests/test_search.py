@@ -19,7 +19,7 @@ from labkit import SkipSet
 from labkit.costmodel import CostModel
 from labkit.search import (best_skip_set, export_results, main, open_storage, param_names, params_from_skip,
                            ratio_buckets, run_search, skip_from_params, warm_start_sets)
-from tiny_models import tiny_model
+from tiny_models import tiny_model, save_tiny_model_folder
 
 REPO = Path(__file__).resolve().parent.parent
 # a hand-made cost model for the 4-layer tiny model: tests that are not about measuring skip the timing
@@ -28,28 +28,16 @@ CM = CostModel(n_layers=4, fixed_ms=0.3, attention_ms=[0.1] * 4, mlp_ms=[0.08] *
 FAST = {"n_prompts": 1, "n_tokens": 6, "progress": False, "cost_model": CM}
 
 
-def save_tiny(path: Path, n_layers: int) -> Path:
-    from tokenizers import Tokenizer, models, pre_tokenizers
-    from transformers import PreTrainedTokenizerFast
-
-    chars = ["<unk>", "\n"] + [chr(c) for c in range(32, 127)]
-    tok = Tokenizer(models.WordLevel(vocab={c: i for i, c in enumerate(chars)}, unk_token="<unk>"))
-    tok.pre_tokenizer = pre_tokenizers.Split(pattern="", behavior="isolated")       # one token per character
-    tokenizer = PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>", pad_token="<unk>")
-    model = tiny_model("llama", n_layers=n_layers, vocab_size=len(chars), max_positions=1024)
-    model.save_pretrained(path)
-    tokenizer.save_pretrained(path)
-    return path
 
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
-    return str(save_tiny(tmp_path_factory.mktemp("models") / "tiny4", n_layers=4))
+    return str(save_tiny_model_folder(tmp_path_factory.mktemp("models") / "tiny4", n_layers=4))
 
 
 @pytest.fixture(scope="module")
 def tiny3(tmp_path_factory):
-    return str(save_tiny(tmp_path_factory.mktemp("models") / "tiny3", n_layers=3))
+    return str(save_tiny_model_folder(tmp_path_factory.mktemp("models") / "tiny3", n_layers=3))
 
 
 def db(tmp_path, name="search.db") -> str:

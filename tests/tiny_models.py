@@ -36,3 +36,18 @@ def tiny_model(arch: str = "llama", *, n_layers: int = 4, vocab_size: int = 97, 
     model.generation_config.eos_token_id = None
     model.generation_config.pad_token_id = 0
     return model
+
+
+def save_tiny_model_folder(path, n_layers: int = 4):
+    """A tiny random Llama with a one-token-per-character tokenizer, saved as a Hugging Face folder."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    chars = ["<unk>", "\n"] + [chr(c) for c in range(32, 127)]
+    tok = Tokenizer(models.WordLevel(vocab={c: i for i, c in enumerate(chars)}, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.Split(pattern="", behavior="isolated")       # one token per character
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>", pad_token="<unk>")
+    model = tiny_model("llama", n_layers=n_layers, vocab_size=len(chars), max_positions=1024)
+    model.save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return path
