@@ -56,7 +56,7 @@ class BenchConfig:
     sampling: bool = True               # also a sampling section (temperature below, fixed seeds)
     temperature: float = 0.7
     hf_builtins: bool = True
-    out_dir: str = str(REPO / "results" / "bench")
+    out_dir: str = str(REPO / "data" / "bench")     # committed: the README quotes it
 
     @classmethod
     def quick(cls, **overrides) -> "BenchConfig":
@@ -371,7 +371,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--threads", type=int)
     parser.add_argument("--no-sampling", action="store_true")
     parser.add_argument("--no-hf-builtins", action="store_true")
-    parser.add_argument("--out", help="results folder (default results/bench)")
+    parser.add_argument("--out", help="results folder (default data/bench)")
     args = parser.parse_args(argv)
     overrides = {k: v for k, v in {"models": tuple(args.models) if args.models else None, "n_prompts": args.prompts,
                                    "max_new_tokens": args.tokens, "repeats": args.repeats, "threads": args.threads,

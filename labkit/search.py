@@ -969,13 +969,45 @@ def rank_agreement(model="default", *, n_sets: int = 16, seed: int = 0, skips: S
             "baseline_measured_ms": measured.baseline_ms, "full_step_ms": cost_model.full_step_ms}
 
 
+def check_modelled_against_measured(model="default", *, storage=None, rounds: int = 5, n_prompts: int = 6,
+                                    max_new_tokens: int = 64) -> dict:
+    """Wall-clock of the best ``modelled`` set vs the best ``measured`` set of a model's two studies.
+
+    Both sets run interleaved for ``rounds`` rounds on held-out prompts that neither search saw
+    (the benchmark's prompts); the ratio of median ms/token says what the cheap objective gives up.
+    """
+    import optuna
+
+    from .bench import PROMPT_OFFSET
+    from .corpus import prompts
+
+    store = open_storage(storage)
+    model_obj, tokenizer = _load(model)
+    L = int(model_obj.config.num_hidden_layers)
+    best = {}
+    for objective in OBJECTIVES:
+        study = optuna.load_study(study_name=_default_study_name(model, objective, None), storage=store)
+        trial = min(_feasible_trials(study), key=lambda t: t.value)
+        best[objective] = skip_from_params(trial.params, L)
+    texts = [p.text for p in prompts(PROMPT_OFFSET + n_prompts)[PROMPT_OFFSET:]]
+    measured = MeasuredObjective(model_obj, tokenizer, texts, max_new_tokens=max_new_tokens)
+    times = {objective: [] for objective in best}
+    for _ in range(rounds):
+        for objective, skip in best.items():
+            times[objective].append(measured.evaluate(skip)["value"])
+    med = {objective: statistics.median(v) for objective, v in times.items()}
+    return {"model": model_id(model), "best_sets": {k: str(v) for k, v in best.items()}, "ms_per_token": med,
+            "plain_ms_per_token": measured.baseline_ms, "rounds": rounds,
+            "modelled_over_measured": med["modelled"] / med["measured"]}
+
+
 # ---------------------------------------------------------------------------------------
 # CLI
 # ---------------------------------------------------------------------------------------
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m labkit.search", description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("action", nargs="?", default="run", choices=["run", "export", "compare", "rank"],
+    p.add_argument("action", nargs="?", default="run", choices=["run", "export", "compare", "rank", "check"],
                    help="run (default): search; export: write data/search/<model>/; compare: GP vs TPE vs random; "
                         "rank: Spearman of modelled vs measured")
     p.add_argument("--model", default="default", help="shipped model name or model folder (default: default)")
@@ -1038,6 +1070,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             out.write_text(json.dumps(res, indent=1))
             print(json.dumps(res["summary"], indent=2))
             print(f"wrote {out} ({res['total_seconds']:.0f} s)")
+            return 0
+        if args.action == "check":
+            result = check_modelled_against_measured(args.model, storage=args.storage)
+            print(json.dumps(result, indent=2))
             return 0
         if args.action == "rank":
             res = rank_agreement(args.model, n_sets=args.n_sets, seed=args.seed, progress=not args.no_progress,
