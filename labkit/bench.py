@@ -33,7 +33,7 @@ from .models import MODELS_DIR, load_model
 from .policies import AdaptiveThreshold, FixedK, StaticThreshold
 from .skip import SkipSet
 
-__all__ = ["BenchConfig", "Method", "run_benchmark", "bench_figure", "summarise"]
+__all__ = ["BenchConfig", "Method", "run_benchmark", "bench_figure", "summarise", "load_results"]
 
 REPO = Path(__file__).resolve().parent.parent
 #: Held-out prompts 0..23 (seed 0) choose skip sets (search: the first 8; robustness: 24); the benchmark
@@ -117,7 +117,7 @@ def _labkit_method(name, model_name, fn, greedy=True) -> Method:
     def run(ids, max_new):
         result, sec = _timed(lambda: fn(ids, max_new))
         return _record(result, sec)
-    return Method(name, model_name, "baseline" if name.startswith("labkit plain") else "labkit", run, greedy)
+    return Method(name, model_name, "baseline" if "labkit plain loop" in name else "labkit", run, greedy)
 
 
 def best_skip_for(model_name: str, model) -> tuple[SkipSet, str]:
@@ -334,6 +334,14 @@ def write_results(result: dict, out_dir: Path) -> list[Path]:
     return paths
 
 
+def load_results(path: str | Path | None = None) -> dict:
+    """The committed benchmark (data/bench/bench.json), with a clear error naming the command that makes it."""
+    path = Path(path) if path else REPO / "data" / "bench" / "bench.json"
+    if not path.exists():
+        raise FileNotFoundError(f"no benchmark results at {path}: run `python -m labkit.bench`")
+    return json.loads(path.read_text())
+
+
 def bench_figure(rows: list[dict], title: str = "Speedup over transformers' generate (greedy, batch 1)"):
     """Horizontal bars: speedup vs HF generate, min-max spread as error bars; 1.0 marked."""
     import plotly.graph_objects as go
@@ -354,7 +362,8 @@ def bench_figure(rows: list[dict], title: str = "Speedup over transformers' gene
                          arrayminus=[r["speedup_vs_generate"] - base[r["model"]] / r["ms_max"] for r in sel]),
             hovertemplate="%{y}<br>%{x:.2f}x<extra></extra>",
         )
-    fig.add_vline(x=1.0, line_dash="dash", line_color="black", annotation_text="as fast as generate")
+    fig.add_vline(x=1.0, line_dash="dash", line_color="black")
+    fig.add_annotation(x=1.0, y=1.0, yref="paper", yanchor="bottom", text="as fast as generate", showarrow=False)
     fig.update_layout(title=title, xaxis_title="speedup vs model.generate (x, higher is faster)",
                       yaxis_title="method", yaxis_autorange="reversed", height=120 + 28 * len(rows),
                       legend_title_text="kind", margin=dict(l=320))

@@ -800,29 +800,19 @@ def demo_skip_set(model, name: str = "default", verbose: bool = True) -> SkipSet
     default model its greedy acceptance is about 0.7-0.9 (threshold-dependent), where a 46% set
     (attention [4, 6, 8, 9, 10, 11], MLP [5, 7, 9, 10, 11]) dropped to about 0.6.
     """
-    import labkit
+    from . import search
 
     n_layers = int(model.config.num_hidden_layers)
-    finder = getattr(labkit, "best_skip_set", None)
-    if finder is None:
-        try:                      # the search module may exist before labkit exports it
-            from . import search
-            finder = getattr(search, "best_skip_set", None)
-        except ImportError:
-            finder = None
-    if finder is not None:
-        try:
-            found = finder(model=name)
-            if isinstance(found, SkipSet):
-                found.validate(n_layers)
-                if verbose:
-                    print(f"skip set: searched best for {name!r}: {found} ({found.ratio(n_layers):.0%} of blocks)")
-                return found
-        except Exception as err:  # no search result for this model yet: use the fixed fallback
-            if verbose:
-                reason = str(err).split(";")[0].split(" at /")[0]
-                print(f"labkit.best_skip_set(model={name!r}) unavailable ({type(err).__name__}: {reason}); "
-                      "using the fallback")
+    try:
+        found = search.best_skip_set(model=name).validate(n_layers)
+        if verbose:
+            print(f"skip set: searched best for {name!r}: {found} ({found.ratio(n_layers):.0%} of blocks)")
+        return found
+    except (FileNotFoundError, ValueError, KeyError) as err:  # no search result for this model: fixed fallback
+        if verbose:
+            reason = str(err).split(";")[0].split(" at /")[0]
+            print(f"labkit.best_skip_set(model={name!r}) unavailable ({type(err).__name__}: {reason}); "
+                  "using the fallback")
     start = max(1, n_layers // 2 - 1)
     tail = n_layers - max(1, n_layers // 6)
     attention = [l for l in range(start, n_layers) if (l - start) % 2 == 1 or l >= tail]
