@@ -18,7 +18,7 @@ $(STAMP): pyproject.toml
 venv: $(STAMP)
 
 lab: $(STAMP)
-	$(VENV)/bin/jupyter lab --ip=127.0.0.1 --notebook-dir=notebooks
+	$(VENV)/bin/jupyter lab --ip=127.0.0.1 --notebook-dir=notebooks $(if $(filter 0,$(shell id -u)),--allow-root)
 
 test: $(STAMP)
 	$(PY) -m pytest
