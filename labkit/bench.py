@@ -305,6 +305,29 @@ def run_benchmark(cfg: BenchConfig) -> dict:
     }
 
 
+def trace_overhead(model_name: str = "default", *, n_prompts: int = 4, max_new_tokens: int = 128, rounds: int = 5,
+                   threads: int = 1, seed: int = 0) -> dict:
+    """What recording the trace costs: the same self-speculative calls with ``record_trace`` on and off,
+    interleaved, median ms per token of each (tracing never changes the tokens; the tests check that)."""
+    torch.set_num_threads(threads)
+    model, tokenizer = load_model(model_name)
+    skip, _ = best_skip_for(model_name, model)
+    ids = [tokenizer(p.text, return_tensors="pt")["input_ids"]
+           for p in prompts(PROMPT_OFFSET + n_prompts, seed=seed)[PROMPT_OFFSET:]]
+    ms = {True: [], False: []}
+    for _ in range(rounds + 1):                                   # the first round warms up and is dropped
+        for record in (True, False):
+            t0, n = time.perf_counter(), 0
+            for x in ids:
+                out = speculative_generate(model, x, skip=skip, policy=AdaptiveThreshold(),
+                                           max_new_tokens=max_new_tokens, record_trace=record)
+                n += out.sequences.shape[1] - x.shape[1]
+            ms[record].append(1e3 * (time.perf_counter() - t0) / n)
+    on, off = statistics.median(ms[True][1:]), statistics.median(ms[False][1:])
+    return {"model": model_name, "ms_per_token_traced": on, "ms_per_token_untraced": off,
+            "overhead": on / off - 1, "rounds": rounds, "n_prompts": n_prompts, "threads": threads}
+
+
 # ---------------------------------------------------------------------------------------
 # output
 # ---------------------------------------------------------------------------------------
@@ -381,7 +404,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--no-sampling", action="store_true")
     parser.add_argument("--no-hf-builtins", action="store_true")
     parser.add_argument("--out", help="results folder (default data/bench)")
+    parser.add_argument("--trace-overhead", action="store_true",
+                        help="only measure what recording the trace costs (record_trace on vs off)")
     args = parser.parse_args(argv)
+    if args.trace_overhead:
+        print(json.dumps(trace_overhead(threads=args.threads or 1), indent=2))
+        return
     overrides = {k: v for k, v in {"models": tuple(args.models) if args.models else None, "n_prompts": args.prompts,
                                    "max_new_tokens": args.tokens, "repeats": args.repeats, "threads": args.threads,
                                    "out_dir": args.out}.items() if v is not None}

@@ -185,7 +185,8 @@ def test_two_workers_share_one_study(tiny, tmp_path):
     storage, name = db(tmp_path), "shared"
     procs = [worker(tiny, storage, name, trials=4, seed=seed) for seed in range(2)]
     outputs = [p.communicate(timeout=120)[0] for p in procs]
-    assert [p.returncode for p in procs] == [0, 0], outputs
+    if [p.returncode for p in procs] != [0, 0]:
+        pytest.fail("a worker failed:\n" + "\n=====\n".join(f"exit {p.returncode}:\n{o}" for p, o in zip(procs, outputs)))
     trials = complete(storage, name)
     assert len(trials) == 8
     workers = [t.user_attrs["eval"]["worker"] for t in trials]
