@@ -386,6 +386,8 @@ class MeasuredObjective:
 
     @torch.inference_mode()
     def _plain_ms_per_token(self) -> float:
+        # Not autoregressive_generate: this loop is timed exactly like the speculative runs below (cache of the
+        # prompt minus its last token, then one forward per emitted token), so the ratio is like for like.
         from .cache import new_cache
         from .decoding import forward_tokens
 
