@@ -6,6 +6,7 @@ Facts come from ``training.json`` (written by :mod:`labkit.train`) and, when pre
 from __future__ import annotations
 
 import json
+import shlex
 from pathlib import Path
 
 
@@ -35,8 +36,11 @@ def _train_command(cfg: dict) -> str:
     from .train import TrainConfig
 
     defaults = TrainConfig().__dict__
-    skip = {"name", "out_dir", "work_dir", "tokenizer_dir", "corpus_root", "eval_every", "checkpoint_every"}
-    args = [f"--{k.replace('_', '-')} {v}" for k, v in cfg.items() if k not in skip and defaults.get(k) != v]
+    skip = {"name", "out_dir", "work_dir", "tokenizer_dir", "corpus_root", "eval_every", "checkpoint_every", "threads"}
+    if cfg.get("recipe") == "plain":  # the skip-robust settings have no effect on a plain run
+        skip |= {"distill_weight", "skip_ratio_min", "skip_ratio_max", "draft_skip", "draft_skip_prob"}
+    args = [f"--{k.replace('_', '-')} {shlex.quote(str(v))}" for k, v in cfg.items()
+            if k not in skip and k in defaults and defaults[k] != v]
     return " ".join(["python -m labkit.train --name", cfg["name"], *args])
 
 
@@ -54,6 +58,8 @@ def write_model_card(model_dir: Path) -> Path:
             f"U({cfg['skip_ratio_min']}, {cfg['skip_ratio_max']}), later layers more likely, layer 0's "
             "attention never); loss = cross-entropy of the full model + "
             f"{cfg['distill_weight']} x KL(full || skipped), the full model's distribution held fixed."
+            + (f" On {cfg['draft_skip_prob']:.0%} of the steps the skipped copy is instead one fixed draft "
+               f"path, `{cfg['draft_skip']}`." if cfg.get("draft_skip") and cfg.get("draft_skip_prob") else "")
         ),
         "plain": "**Plain.** Cross-entropy of the full model only: no skipping during training.",
     }[cfg["recipe"]]

@@ -795,10 +795,8 @@ def demo_skip_set(model, name: str = "default", verbose: bool = True) -> SkipSet
     otherwise a fixed fallback that skips blocks only in the later half of the model (later layers
     are the more redundant ones, and the lab's skip-robust training skips them more often):
     alternating MLP/attention blocks from layer L/2 - 1 on, both blocks of the last sixth, never
-    layer 0's attention. For the 12-layer default model: attention [6, 8, 10, 11] and MLP
-    [5, 7, 9, 10, 11], 9 of 24 blocks (37.5%, about half of the later layers' blocks); on the
-    default model its greedy acceptance is about 0.7-0.9 (threshold-dependent), where a 46% set
-    (attention [4, 6, 8, 9, 10, 11], MLP [5, 7, 9, 10, 11]) dropped to about 0.6.
+    layer 0's attention. For 8 layers: attention [4, 6, 7] and MLP [3, 5, 7], 6 of 16 blocks
+    (37.5 %); for 12 layers: attention [6, 8, 10, 11] and MLP [5, 7, 9, 10, 11], 9 of 24.
     """
     from . import search
 

@@ -13,7 +13,10 @@ so the weights learn to make every sub-network agree with the whole network: the
 path is trained directly (a cousin of LayerSkip's stochastic depth, Elhoushi et al. 2024).
 Skipped blocks are drawn per step: a skip ratio r ~ U(min, max), then round(r * 2L)
 blocks without replacement, later layers more likely (weight l + 1), never layer 0's
-attention. Recipe ``plain`` is the same loop with the first term only.
+attention. With ``draft_skip`` set, a share ``draft_skip_prob`` of the steps draft with that one
+fixed set instead (LayerSkip-style training of a single draft path, e.g. in a second stage that
+extends the token budget of a finished run). Recipe ``plain`` is the same loop with the first
+term only.
 
 Everything is seeded; a checkpoint is written every ``checkpoint_every`` steps and a rerun
 with the same output folder resumes from it (batches are a pure function of the step).
@@ -48,29 +51,31 @@ class TrainConfig:
     name: str = "default"               # folder under data/models/
     recipe: str = "skip_robust"         # 'skip_robust' or 'plain'
     # model (LlamaForCausalLM)
-    n_layers: int = 12
-    hidden_size: int = 192
-    n_heads: int = 4                    # head dim 48
-    intermediate_size: int = 512
+    n_layers: int = 8
+    hidden_size: int = 256
+    n_heads: int = 4                    # head dim 64
+    intermediate_size: int = 688
     vocab_size: int = 4096              # byte-level BPE
     context: int = 512                  # training window and max_position_embeddings
     # optimisation
-    token_budget: int = 2_400_000       # tokens of data seen by the full model
-    batch_size: int = 8                 # sequences per step (8 x 512 = 4096 tokens)
+    token_budget: int = 4_000_000       # tokens of data seen by the full model
+    batch_size: int = 4                 # sequences per step (4 x 512 = 2048 tokens)
     lr: float = 2e-3
     min_lr_ratio: float = 0.1           # cosine floor
-    warmup_steps: int = 150
+    warmup_steps: int = 100
     weight_decay: float = 0.1
     grad_clip: float = 1.0
     # skip-robust recipe
     distill_weight: float = 1.0
-    skip_ratio_min: float = 0.25
+    skip_ratio_min: float = 0.3
     skip_ratio_max: float = 0.65
+    draft_skip: str = ""                # a fixed draft path, e.g. "attention=1,4;mlp=3,5" ("" = none)
+    draft_skip_prob: float = 0.0        # share of steps whose KL term drafts with draft_skip
     # bookkeeping
     seed: int = 0
     threads: int = 1
     eval_every: int = 200
-    checkpoint_every: int = 100
+    checkpoint_every: int = 50
     eval_windows: int = 32              # validation windows per periodic eval
     out_dir: str = ""                   # default: data/models/<name>
     work_dir: str = ""                  # checkpoints; default: data/checkpoints/<name>
@@ -132,6 +137,29 @@ def batch_at(stream: torch.Tensor, step: int, cfg: TrainConfig) -> torch.Tensor:
     return torch.stack([stream[s: s + cfg.context + 1] for s in starts.tolist()]).long()  # (B, T+1)
 
 
+def parse_skip_set(text: str) -> SkipSet:
+    """``"attention=1,4;mlp=3,5"`` -> SkipSet(attention=[1, 4], mlp=[3, 5]); ``""`` -> nothing skipped."""
+    fields = {"attention": [], "mlp": []}
+    for part in filter(None, (p.strip() for p in text.split(";"))):
+        key, sep, values = part.partition("=")
+        if not sep or key.strip() not in fields:
+            raise ValueError(f"draft_skip: expected 'attention=i,j;mlp=k,l', got {text!r}")
+        fields[key.strip()] = [int(v) for v in values.split(",") if v.strip()]
+    return SkipSet(**fields)
+
+
+def format_skip_set(skip: SkipSet) -> str:
+    """Inverse of :func:`parse_skip_set`."""
+    return f"attention={','.join(map(str, skip.attention))};mlp={','.join(map(str, skip.mlp))}"
+
+
+def draft_skip_set(n_layers: int, cfg: TrainConfig, g: torch.Generator) -> SkipSet:
+    """This step's draft path: the fixed ``draft_skip`` with probability ``draft_skip_prob``, else random."""
+    if cfg.draft_skip and torch.rand((), generator=g).item() < cfg.draft_skip_prob:
+        return parse_skip_set(cfg.draft_skip).validate(n_layers)
+    return random_skip_set(n_layers, cfg, g)
+
+
 def random_skip_set(n_layers: int, cfg: TrainConfig, g: torch.Generator) -> SkipSet:
     """Blocks to skip this step: later layers more likely, never layer 0's attention."""
     r = cfg.skip_ratio_min + (cfg.skip_ratio_max - cfg.skip_ratio_min) * torch.rand((), generator=g).item()
@@ -177,7 +205,7 @@ def training_loss(model, batch: torch.Tensor, cfg: TrainConfig, g: torch.Generat
     ce = F.cross_entropy(logits.flatten(0, 1), targets.flatten())
     if cfg.recipe == "plain":
         return ce, ce.item()
-    skip = random_skip_set(model.config.num_hidden_layers, cfg, g)
+    skip = draft_skip_set(model.config.num_hidden_layers, cfg, g)
     with skipping(model, skip):
         draft_logits = model(input_ids=inputs, use_cache=False).logits     # (B, T, V)
     target_logp = F.log_softmax(logits.detach(), dim=-1)
@@ -215,6 +243,10 @@ def train(cfg: TrainConfig) -> Path:
     """Train (or resume) and write a Hugging Face folder; returns its path."""
     if cfg.recipe not in ("skip_robust", "plain"):
         raise ValueError(f"recipe must be 'skip_robust' or 'plain', got {cfg.recipe!r}")
+    if not 0.0 <= cfg.draft_skip_prob <= 1.0:
+        raise ValueError(f"draft_skip_prob must be in [0, 1], got {cfg.draft_skip_prob}")
+    if cfg.draft_skip:
+        parse_skip_set(cfg.draft_skip).validate(cfg.n_layers)            # fail before any work
     torch.set_num_threads(cfg.threads)
     corpus_root = Path(cfg.corpus_root) if cfg.corpus_root else None
     out_dir = Path(cfg.out_dir) if cfg.out_dir else MODELS_DIR / cfg.name

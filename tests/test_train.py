@@ -60,3 +60,62 @@ def test_training_is_seeded(tmp_path):
     la = json.loads((a / "training.json").read_text())["validation_loss"]
     lb = json.loads((b / "training.json").read_text())["validation_loss"]
     assert la == lb
+
+
+def test_model_card_command_rebuilds_the_recorded_recipe(tmp_path, monkeypatch):
+    """The retrain command printed in a model card parses back to exactly the recorded settings."""
+    import shlex
+    from dataclasses import asdict
+
+    from labkit.modelcard import _train_command
+    from labkit.train import main
+
+    for recipe in ("skip_robust", "plain"):
+        cfg = tiny_config(tmp_path / recipe, budget=4 * 32, recipe=recipe)
+        cfg.skip_ratio_min = 0.2                          # not the default: printed only where it matters
+        cfg.draft_skip, cfg.draft_skip_prob = "attention=1;mlp=0", 0.5
+        command = _train_command(asdict(cfg))
+        assert "--threads" not in command and "--out-dir" not in command
+        if recipe == "plain":
+            assert "skip-ratio" not in command and "distill" not in command and "draft" not in command
+        else:
+            assert "--skip-ratio-min 0.2" in command
+        seen = {}
+        monkeypatch.setattr("labkit.train.train", lambda c: seen.update(cfg=c))
+        main(shlex.split(command)[3:])                    # drop "python -m labkit.train"
+        rebuilt, recorded = asdict(seen["cfg"]), asdict(cfg)
+        ignored = {"out_dir", "work_dir", "tokenizer_dir", "corpus_root", "eval_every", "checkpoint_every", "threads"}
+        if recipe == "plain":
+            ignored |= {"distill_weight", "skip_ratio_min", "skip_ratio_max", "draft_skip", "draft_skip_prob"}
+        assert {k: v for k, v in rebuilt.items() if k not in ignored} == \
+            {k: v for k, v in recorded.items() if k not in ignored}
+
+
+def test_draft_skip_parsing_and_choice(tmp_path):
+    import pytest
+
+    from labkit.skip import SkipSet
+    from labkit.train import draft_skip_set, format_skip_set, parse_skip_set
+
+    skip = SkipSet(attention=[1, 4], mlp=[0, 3, 5])
+    assert parse_skip_set(format_skip_set(skip)) == skip
+    assert parse_skip_set("mlp=2") == SkipSet(mlp=[2]) and parse_skip_set("") == SkipSet()
+    for bad in ("attn=1", "attention 1,2", "attention=1;mlp=x"):
+        with pytest.raises(ValueError):
+            parse_skip_set(bad)
+    cfg = tiny_config(tmp_path, budget=4 * 32)                          # 2 layers
+    cfg.draft_skip = "attention=1;mlp=0"
+    g = torch.Generator().manual_seed(0)
+    cfg.draft_skip_prob = 1.0
+    assert all(draft_skip_set(2, cfg, g) == SkipSet(attention=[1], mlp=[0]) for _ in range(20))
+    cfg.draft_skip_prob = 0.0
+    assert all(0 not in draft_skip_set(2, cfg, g).attention for _ in range(20))  # random sets, never layer-0 attention
+    cfg.draft_skip_prob = 0.5
+    picks = [draft_skip_set(2, cfg, g) == SkipSet(attention=[1], mlp=[0]) for _ in range(400)]
+    assert 0.3 < sum(picks) / len(picks) < 0.9          # the fixed set, plus random draws that happen to equal it
+    cfg.draft_skip = "attention=2"                                      # layer 2 of a 2-layer model
+    with pytest.raises(ValueError, match="layer index 2"):
+        train(cfg)
+    cfg.draft_skip, cfg.draft_skip_prob = "", 1.5
+    with pytest.raises(ValueError, match="draft_skip_prob"):
+        train(cfg)
