@@ -121,10 +121,23 @@ def _labkit_method(name, model_name, fn, greedy=True) -> Method:
 
 
 def best_skip_for(model_name: str, model) -> tuple[SkipSet, str]:
-    """The searched skip set (labkit.search results), else the model card's best 50 % set."""
+    """The searched skip set (labkit.search results), else the model card's best 50 % set.
+
+    When the search's overall best is to skip nothing (no skip set beats plain decoding on that
+    model), self-speculation would draft with the full model; the best set that skips something
+    (the fastest of the per-ratio bests) is used instead, and the source says so.
+    """
     try:
-        from .search import best_skip_set
-        return best_skip_set(model=model_name), "data/search (Bayesian optimization)"
+        from .search import SEARCH_DIR, best_skip_set, model_key
+        skip = best_skip_set(model=model_name)
+        if skip:
+            return skip, "data/search (Bayesian optimization)"
+        data = json.loads((SEARCH_DIR / model_key(model_name) / "best.json").read_text())
+        found = [b["best"] for b in data["buckets"] if b["best"] and b["best"]["n_skipped"] > 0]
+        if found:
+            best = min(found, key=lambda b: b["value_ms_per_token"])
+            return (SkipSet.from_dict(best["skip"]),
+                    "data/search: fastest set that skips something (the search's best is to skip nothing)")
     except Exception:
         pass
     rob = MODELS_DIR / model_name / "robustness.json"

@@ -687,11 +687,11 @@ def guiding_answers(grid: PlaygroundGrid, other: PlaygroundGrid | None = None,
 C_ACC, C_TPS, C_SPEED = "#1f77b4", "#2ca02c", "#9467bd"
 C_AUX, C_ANALYTIC, C_CURRENT, C_LIVE = "#7f7f7f", "#222222", "#d62728", "#ff7f0e"
 # (metric, legend name of the measured line, subplot title, y-axis title, colour)
-PANELS = (("acceptance_rate", "acceptance rate α, measured (grid)", "acceptance α and draft cost c",
+PANELS = (("acceptance_rate", "acceptance rate α, measured (grid)", "α and draft cost c",
            "α (accepted / drafted), c (ratio)", C_ACC),
-          ("tokens_per_step", "tokens per step, measured (grid)", "tokens and drafted tokens per step",
+          ("tokens_per_step", "tokens per step, measured (grid)", "tokens per step",
            "tokens per step (tokens)", C_TPS),
-          ("speedup", "speedup, measured (grid)", "speedup: measured and analytic",
+          ("speedup", "speedup, measured (grid)", "speedup",
            "speedup (× vs plain loop)", C_SPEED))
 AUX = {"acceptance_rate": ("c", "draft cost ratio c (draft / full step)"),
        "tokens_per_step": ("drafted_per_step", "drafted tokens per step d"),

@@ -998,7 +998,13 @@ def check_modelled_against_measured(model="default", *, storage=None, rounds: in
     L = int(model_obj.config.num_hidden_layers)
     best = {}
     for objective in OBJECTIVES:
-        study = optuna.load_study(study_name=_default_study_name(model, objective, None), storage=store)
+        name = _default_study_name(model, objective, None)
+        try:
+            study = optuna.load_study(study_name=name, storage=store)
+        except KeyError:
+            raise LookupError(f"check needs both studies of {model_id(model)!r}; study {name!r} is missing from the "
+                              f"storage: run `python -m labkit.search --model {model} --objective {objective} "
+                              f"--trials {40 if objective == 'measured' else 100}` first") from None
         trial = min(_feasible_trials(study), key=lambda t: t.value)
         best[objective] = skip_from_params(trial.params, L)
     texts = [p.text for p in prompts(PROMPT_OFFSET + n_prompts)[PROMPT_OFFSET:]]

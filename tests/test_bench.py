@@ -63,3 +63,29 @@ def test_summary_arithmetic():
     assert rows["m: self-spec"]["acceptance"] == pytest.approx(0.75)
     # limit = (A + 1) / (d c + c_v) with A = 1.5, d = 2, c = 1.25 ms / 10 ms, c_v = 10 ms / 10 ms
     assert rows["m: self-spec"]["limit"] == pytest.approx(2.5 / (2 * 0.125 + 1.0))
+
+
+def test_best_skip_for_never_drafts_with_the_full_model(tmp_path, monkeypatch):
+    """A search whose best is 'skip nothing' makes the benchmark use the fastest set that skips something."""
+    import json
+
+    import labkit.search as search
+    from labkit.bench import best_skip_for
+    from labkit.skip import SkipSet
+
+    def bucket(skip, ms):
+        return {"lo": 0.0, "hi": 1.0, "n_trials": 3,
+                "best": None if skip is None else {"skip": skip.to_dict(), "value_ms_per_token": ms,
+                                                   "n_skipped": skip.n_skipped}}
+    folder = tmp_path / "toy"
+    folder.mkdir()
+    monkeypatch.setattr(search, "SEARCH_DIR", tmp_path)
+    slow, fast = SkipSet(attention=[1], mlp=[1, 2]), SkipSet(mlp=[3])
+    best = {"overall": {"skip": SkipSet().to_dict()}, "bucket_width": 0.125,
+            "buckets": [bucket(SkipSet(), 5.0), bucket(slow, 5.6), bucket(None, 0), bucket(fast, 5.2)]}
+    (folder / "best.json").write_text(json.dumps(best))
+    skip, source = best_skip_for("toy", model=None)
+    assert skip == fast and "skips something" in source
+    best["overall"]["skip"] = slow.to_dict()
+    (folder / "best.json").write_text(json.dumps(best))
+    assert best_skip_for("toy", model=None) == (slow, "data/search (Bayesian optimization)")

@@ -273,3 +273,10 @@ def test_compare_rank_and_figures(tiny, tmp_path):
         assert fig.layout.title.text and fig.layout.xaxis.title.text and fig.layout.yaxis.title.text
         if len(fig.data) > 1:
             assert fig.layout.showlegend is not False
+
+
+def test_check_names_the_missing_study(tmp_path):
+    from labkit.search import check_modelled_against_measured
+
+    with pytest.raises(LookupError, match=r"default-modelled.*python -m labkit.search --model default"):
+        check_modelled_against_measured("default", storage=str(tmp_path / "empty.db"))
