@@ -20,7 +20,7 @@ import json
 import platform
 import statistics
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable
 
@@ -39,6 +39,11 @@ REPO = Path(__file__).resolve().parent.parent
 #: Held-out prompts 0..23 (seed 0) choose skip sets (search: the first 8; robustness: 24); the benchmark
 #: measures on the prompts after them, so no number here comes from the prompts a set was chosen on.
 PROMPT_OFFSET = 24
+
+
+def benchmark_prompts(n: int, seed: int = 0):
+    """The ``n`` held-out prompts that timing runs measure on: those after the first ``PROMPT_OFFSET``."""
+    return prompts(PROMPT_OFFSET + n, seed=seed)[PROMPT_OFFSET:]
 
 
 @dataclass
@@ -128,16 +133,11 @@ def best_skip_for(model_name: str, model) -> tuple[SkipSet, str]:
     (the fastest of the per-ratio bests) is used instead, and the source says so.
     """
     try:
-        from .search import SEARCH_DIR, best_skip_set, model_key
-        skip = best_skip_set(model=model_name)
-        if skip:
-            return skip, "data/search (Bayesian optimization)"
-        data = json.loads((SEARCH_DIR / model_key(model_name) / "best.json").read_text())
-        found = [b["best"] for b in data["buckets"] if b["best"] and b["best"]["n_skipped"] > 0]
-        if found:
-            best = min(found, key=lambda b: b["value_ms_per_token"])
-            return (SkipSet.from_dict(best["skip"]),
-                    "data/search: fastest set that skips something (the search's best is to skip nothing)")
+        from .search import best_skip_set
+        if best_skip_set(model=model_name):
+            return best_skip_set(model=model_name), "data/search (Bayesian optimization)"
+        return (best_skip_set(model=model_name, skipping_something=True),
+                "data/search: fastest set that skips something (the search's best is to skip nothing)")
     except Exception:
         pass
     rob = MODELS_DIR / model_name / "robustness.json"
@@ -296,7 +296,7 @@ def run_benchmark(cfg: BenchConfig) -> dict:
             continue
         loaded[name] = load_model(name)
     tokenizer = loaded[cfg.models[0]][1]
-    prompt_list = prompts(PROMPT_OFFSET + cfg.n_prompts, seed=cfg.seed)[PROMPT_OFFSET:]
+    prompt_list = benchmark_prompts(cfg.n_prompts, seed=cfg.seed)
     prompt_ids = [tokenizer(p.text, return_tensors="pt")["input_ids"] for p in prompt_list]
     methods, notes = build_methods(cfg, loaded, prompt_ids[0])
     reference = {name: f"{name}: labkit plain loop" for name in cfg.models}
@@ -325,8 +325,7 @@ def trace_overhead(model_name: str = "default", *, n_prompts: int = 4, max_new_t
     torch.set_num_threads(threads)
     model, tokenizer = load_model(model_name)
     skip, _ = best_skip_for(model_name, model)
-    ids = [tokenizer(p.text, return_tensors="pt")["input_ids"]
-           for p in prompts(PROMPT_OFFSET + n_prompts, seed=seed)[PROMPT_OFFSET:]]
+    ids = [tokenizer(p.text, return_tensors="pt")["input_ids"] for p in benchmark_prompts(n_prompts, seed=seed)]
     ms = {True: [], False: []}
     for _ in range(rounds + 1):                                   # the first round warms up and is dropped
         for record in (True, False):

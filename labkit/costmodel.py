@@ -172,6 +172,14 @@ class CostModel:
 # ---------------------------------------------------------------------------------------
 # measuring
 # ---------------------------------------------------------------------------------------
+POOLINGS = ("partial", "full", "none")
+
+
+def _check_pooling(pooling: str) -> None:
+    if pooling not in POOLINGS:
+        raise ValueError(f"pooling must be 'partial', 'full' or 'none', got {pooling!r}")
+
+
 def _fit_block_costs(X: list[list[float]], y: list[float], n_layers: int,
                      pooling: str = "partial") -> tuple[list[float], dict]:
     """Non-negative regression with partial pooling of each block type's cost across layers.
@@ -184,8 +192,7 @@ def _fit_block_costs(X: list[list[float]], y: list[float], n_layers: int,
     towards the pooled one with ridge weight sigma^2 / tau^2 (fully pooled when tau^2 = 0).
     ``pooling="full"`` forces one cost per block type, ``"none"`` is the plain per-block NNLS fit.
     """
-    if pooling not in ("partial", "full", "none"):
-        raise ValueError(f"pooling must be 'partial', 'full' or 'none', got {pooling!r}")
+    _check_pooling(pooling)
     import numpy as np
     from scipy.optimize import nnls
 
@@ -246,8 +253,7 @@ def measure_cost_model(model, *, context: int = 128, n_sets: int | None = None, 
     (minimum kept: contention only adds time), verify forwards of 1..max_draft+1 tokens. Takes a few
     seconds for the lab's models.
     """
-    if pooling not in ("partial", "full", "none"):
-        raise ValueError(f"pooling must be 'partial', 'full' or 'none', got {pooling!r}")
+    _check_pooling(pooling)                                         # before any timing
     if repeats < 1 or warmup < 0 or context < 1 or max_draft < 1:
         raise ValueError("repeats and context must be >= 1, warmup >= 0, max_draft >= 1")
     L = int(model.config.num_hidden_layers)
@@ -478,7 +484,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--context", type=int, default=128, help="KV-cache length to time at")
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
-    parser.add_argument("--pooling", default="partial", choices=["partial", "full", "none"],
+    parser.add_argument("--pooling", default="partial", choices=POOLINGS,
                         help="per-layer block costs: pooled across layers partially (default), fully, or not")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)

@@ -22,14 +22,15 @@ from __future__ import annotations
 import html
 import math
 import statistics
-import time
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 import plotly.graph_objects as go
 import torch
 
+from .search import UNIT
 from .skip import SkipSet, skipping
+from .timeline import visible
 
 __all__ = [
     "tied_cost_model", "verify_cost_in_steps", "cost_breakdown_figure", "verify_cost_figure", "single_block_figure",
@@ -46,7 +47,6 @@ AGREE_COLOUR = "#2ca25f"
 DISAGREE_COLOUR = "#de2d26"
 #: Line colours of the models compared (first model, second model, ...).
 MODEL_COLOURS = ("#1b9e77", "#d95f02", "#7570b3", "#e7298a")
-UNIT = "ms per generated token"
 
 
 def _block_name(index: int, n_layers: int) -> str:
@@ -467,8 +467,6 @@ def token_comparison(model, tokenizer, prompt_text: str, skip: SkipSet, n_tokens
 
 
 def _visible(text: str) -> str:
-    from .timeline import visible
-
     return html.escape(visible(text))
 
 

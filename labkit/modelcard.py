@@ -33,12 +33,12 @@ def _robustness_section(rob: dict | None) -> str:
 
 def _train_command(cfg: dict) -> str:
     """The command that retrains this model: every setting that differs from TrainConfig's defaults."""
-    from .train import TrainConfig
+    from .train import SKIP_ROBUST_SETTINGS, TrainConfig
 
     defaults = TrainConfig().__dict__
     skip = {"name", "out_dir", "work_dir", "tokenizer_dir", "corpus_root", "eval_every", "checkpoint_every", "threads"}
     if cfg.get("recipe") == "plain":  # the skip-robust settings have no effect on a plain run
-        skip |= {"distill_weight", "skip_ratio_min", "skip_ratio_max", "draft_skip", "draft_skip_prob"}
+        skip |= SKIP_ROBUST_SETTINGS
     args = [f"--{k.replace('_', '-')} {shlex.quote(str(v))}" for k, v in cfg.items()
             if k not in skip and k in defaults and defaults[k] != v]
     return " ".join(["python -m labkit.train --name", cfg["name"], *args])

@@ -514,6 +514,16 @@ class PlaygroundGrid:
 
         return pd.DataFrame(self.data["cells"])
 
+    RATIO_COLUMNS = ("ratio", "acceptance_rate", "tokens_per_step", "drafted_per_step", "ms_per_token",
+                     "plain_ms_per_token", "speedup", "analytic_speedup", "c", "c_v", "analytic_speedup_forward")
+
+    def ratio_frame(self, setting: Setting):
+        """One row per skip set: the cells at ``setting``'s policy, threshold and max draft, by skip ratio."""
+        frame = self.to_frame()
+        rows = frame[(frame.policy == setting.policy) & (frame.threshold == setting.threshold)
+                     & (frame.max_draft == setting.max_draft)]
+        return rows[list(self.RATIO_COLUMNS)].sort_values("ratio").reset_index(drop=True)
+
     def describe(self) -> str:
         d = self.data
         return (f"grid of {self.name!r}: {len(self.ratios)} skip ratios x {len(self.thresholds)} thresholds x "
@@ -571,6 +581,19 @@ def presets(grid: PlaygroundGrid) -> dict[str, Setting]:
         "too aggressive": replace(paper, ratio=grid.ratios[-1]),
         "best found": grid.best()[0],
     }
+
+
+def presets_frame(grid: PlaygroundGrid):
+    """The named presets side by side: setting, acceptance, tokens per step, speedup and its analytic limit."""
+    import pandas as pd
+
+    rows = []
+    for name, s in presets(grid).items():
+        cell = grid.cell(s)
+        rows.append({"preset": name, "skip ratio": s.ratio, "policy": s.policy, "threshold": s.threshold,
+                     "max draft": s.max_draft, "α": cell["acceptance_rate"], "tokens/step": cell["tokens_per_step"],
+                     "speedup": cell["speedup"], "analytic limit": cell["analytic_speedup"]})
+    return pd.DataFrame(rows).set_index("preset")
 
 
 def _fmt(v, spec=".2f") -> str:
@@ -870,7 +893,6 @@ class Playground:
         self.live: dict[str, list[dict]] = {name: [] for name in self.grids}
         self._loaded: dict[str, tuple] = {}
         self._hold = 0
-        self.last_update_ms = float("nan")
         name = model if model is not None else next(iter(self.grids))
         if name not in self.grids:
             raise KeyError(f"no grid for model {name!r} (have: {', '.join(self.grids)})")
@@ -985,7 +1007,6 @@ class Playground:
     # -- refresh ----------------------------------------------------------------------------
     def update(self) -> None:
         """Copy the current slice of the grid (and matching live points) into the FigureWidget."""
-        t0 = time.perf_counter()
         grid, s = self.grid, self.setting
         xy = panel_xy(grid, s, self.live[self.model_name])
         with self.figure.batch_update():
@@ -993,7 +1014,6 @@ class Playground:
                 self.figure.data[index].x, self.figure.data[index].y = x, y
             self.figure.layout.title.text = _title(grid, s)
         self.readout.value = self._readout_html(grid, s)
-        self.last_update_ms = (time.perf_counter() - t0) * 1000
 
     def _readout_html(self, grid: PlaygroundGrid, s: Setting) -> str:
         cell = grid.cell(s)

@@ -298,8 +298,6 @@ def open_storage(storage=None):
 
 def make_sampler(name: str, seed: int, deterministic: bool = True):
     """An Optuna sampler by short name ('gp', 'tpe', 'random'), seeded."""
-    import warnings
-
     import optuna
 
     if name == "gp":
@@ -811,14 +809,24 @@ def export_results(model="default", *, storage=None, objective: str | None = Non
     return out
 
 
-def best_skip_set(model: str = "default", ratio: float | None = None, *, search_dir=None) -> SkipSet:
-    """The committed best skip set of ``model`` (overall, or in the 0.125-wide skip-ratio bucket holding ``ratio``)."""
+def best_skip_set(model: str = "default", ratio: float | None = None, *, search_dir=None,
+                  skipping_something: bool = False) -> SkipSet:
+    """The committed best skip set of ``model`` (overall, or in the 0.125-wide skip-ratio bucket holding ``ratio``).
+
+    ``skipping_something=True`` (overall only): a set that drafts with fewer blocks than the full model:
+    the overall best, or, where that is to skip nothing, the fastest per-bucket best that skips a block.
+    """
     folder = Path(search_dir) if search_dir else SEARCH_DIR
     path = folder / model_key(model) / "best.json"
     if not path.exists():
         raise FileNotFoundError(f"no search results for model {str(model)!r} at {path}; regenerate them with "
                                 f"{_regenerate_hint(model)}")
     data = json.loads(path.read_text())
+    if ratio is None and skipping_something and not SkipSet.from_dict(data["overall"]["skip"]):
+        found = [b["best"] for b in data["buckets"] if b["best"] and b["best"]["n_skipped"] > 0]
+        if not found:
+            raise LookupError(f"no searched skip set of model {str(model)!r} skips anything")
+        return SkipSet.from_dict(min(found, key=lambda f: f["value_ms_per_token"])["skip"])
     if ratio is None:
         return SkipSet.from_dict(data["overall"]["skip"])
     if isinstance(ratio, bool) or not isinstance(ratio, (int, float)) or math.isnan(ratio):
@@ -990,8 +998,7 @@ def check_modelled_against_measured(model="default", *, storage=None, rounds: in
     """
     import optuna
 
-    from .bench import PROMPT_OFFSET
-    from .corpus import prompts
+    from .bench import benchmark_prompts
 
     store = open_storage(storage)
     model_obj, tokenizer = _load(model)
@@ -1007,7 +1014,7 @@ def check_modelled_against_measured(model="default", *, storage=None, rounds: in
                               f"--trials {40 if objective == 'measured' else 100}` first") from None
         trial = min(_feasible_trials(study), key=lambda t: t.value)
         best[objective] = skip_from_params(trial.params, L)
-    texts = [p.text for p in prompts(PROMPT_OFFSET + n_prompts)[PROMPT_OFFSET:]]
+    texts = [p.text for p in benchmark_prompts(n_prompts)]
     measured = MeasuredObjective(model_obj, tokenizer, texts, max_new_tokens=max_new_tokens)
     times = {objective: [] for objective in best}
     for _ in range(rounds):

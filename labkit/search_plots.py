@@ -15,12 +15,12 @@ from typing import Mapping, Sequence
 
 import plotly.graph_objects as go
 
+from .search import UNIT
 from .skip import SkipSet
 
 __all__ = ["optimization_history", "param_importances", "skip_mask_heatmap", "best_so_far_figure", "rank_scatter",
            "bucket_sets"]
 
-UNIT = "ms per generated token"
 KEPT_COLOUR = "#dbe9f6"
 SKIPPED_COLOUR = "#d95f02"
 SAMPLER_COLOURS = {"gp": "#1b9e77", "tpe": "#7570b3", "random": "#7f7f7f"}

@@ -802,15 +802,13 @@ def demo_skip_set(model, name: str = "default", verbose: bool = True) -> SkipSet
 
     n_layers = int(model.config.num_hidden_layers)
     try:
-        found = search.best_skip_set(model=name).validate(n_layers)
+        found = search.best_skip_set(model=name, skipping_something=True).validate(n_layers)
         if verbose:
             print(f"skip set: searched best for {name!r}: {found} ({found.ratio(n_layers):.0%} of blocks)")
         return found
-    except (FileNotFoundError, ValueError, KeyError) as err:  # no search result for this model: fixed fallback
+    except (FileNotFoundError, LookupError, ValueError) as err:  # no usable search result: fixed fallback
         if verbose:
-            reason = str(err).split(";")[0].split(" at /")[0]
-            print(f"labkit.best_skip_set(model={name!r}) unavailable ({type(err).__name__}: {reason}); "
-                  "using the fallback")
+            print(f"labkit.best_skip_set(model={name!r}) unavailable ({type(err).__name__}); using the fallback")
     start = max(1, n_layers // 2 - 1)
     tail = n_layers - max(1, n_layers // 6)
     attention = [l for l in range(start, n_layers) if (l - start) % 2 == 1 or l >= tail]

@@ -27,9 +27,8 @@ import argparse
 import json
 import math
 import platform
-import shutil
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
@@ -44,6 +43,8 @@ __all__ = ["TrainConfig", "train", "train_tokenizer", "DATA_DIR", "MODELS_DIR"]
 DATA_DIR = Path(__file__).resolve().parent.parent / "data"
 MODELS_DIR = DATA_DIR / "models"
 EOS_TOKEN = "<|endoftext|>"
+#: TrainConfig settings that only the skip-robust recipe reads (a plain run ignores them).
+SKIP_ROBUST_SETTINGS = frozenset({"distill_weight", "skip_ratio_min", "skip_ratio_max", "draft_skip", "draft_skip_prob"})
 
 
 @dataclass

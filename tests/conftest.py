@@ -2,7 +2,6 @@ import os
 import sys
 from pathlib import Path
 
-import pytest
 import torch
 
 sys.path.insert(0, str(Path(__file__).parent))

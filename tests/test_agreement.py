@@ -2,14 +2,7 @@ import torch
 
 from labkit import SkipSet
 from labkit.agreement import AgreementProbe
-from tiny_models import tiny_model
-
-
-class ToyTokenizer:
-    pad_token_id = 0
-
-    def __call__(self, text, return_tensors="pt", add_special_tokens=False):
-        return {"input_ids": torch.tensor([[1 + (ord(c) % 90) for c in text]])}
+from tiny_models import ToyTokenizer, tiny_model
 
 
 def test_full_model_agrees_with_itself_and_skipping_lowers_agreement():

@@ -1,5 +1,4 @@
 """labkit.draft_lab: the figure builders and helpers of notebook 02, on tiny random models."""
-import math
 
 import pytest
 import torch
@@ -10,19 +9,7 @@ from labkit.agreement import AgreementProbe
 from labkit.costmodel import CostModel, measure_cost_model, predict
 from labkit.policies import FixedK
 from labkit.robustness import greedy_elimination
-from tiny_models import tiny_model
-
-
-class ToyTokenizer:
-    """One token per character (ids 1..90), decodable."""
-
-    pad_token_id = 0
-
-    def __call__(self, text, return_tensors="pt", add_special_tokens=False):
-        return {"input_ids": torch.tensor([[1 + (ord(c) % 90) for c in text]])}
-
-    def decode(self, ids):
-        return "".join(chr(32 + int(i) % 90) for i in ids)
+from tiny_models import ToyTokenizer, tiny_model
 
 
 def toy_cost_model(n_layers=4) -> CostModel:

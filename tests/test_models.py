@@ -1,5 +1,4 @@
 """Loading: the shipped models, any local folder of a supported family, and every error path."""
-import json
 
 import pytest
 import torch

@@ -14,7 +14,7 @@ import pytest
 from labkit import SkipSet, best_skip_set, load_model
 from labkit import playground as pg
 from labkit.search import BUCKET_WIDTH, ratio_buckets
-from tiny_models import tiny_model, save_tiny_model_folder
+from tiny_models import save_tiny_model_folder
 
 PROMPTS = ["def add(a, b):\n    return", "for i in range(10):\n    print(i"]
 N_LAYERS = 4
@@ -243,3 +243,15 @@ def test_run_live_adds_a_point_to_the_plots(playground, grid):
     p.threshold_slider.value = other          # off the vs-ratio slice, still on the vs-threshold one
     assert len(p.figure.data[pg._trace_index(0, 2, 3)].x) == 0
     assert list(p.figure.data[pg._trace_index(1, 2, 3)].x) == [s.threshold]
+
+
+def test_tables_of_the_notebook(grid):
+    paper = pg.presets(grid)["paper's setting"]
+    rows = grid.ratio_frame(paper)
+    assert list(rows["ratio"]) == grid.ratios                       # one row per skip set, in ratio order
+    assert list(rows["speedup"]) == pytest.approx(list(grid.vs_ratio("speedup", paper)), nan_ok=True)
+    table = pg.presets_frame(grid)
+    assert list(table.index) == list(pg.presets(grid))
+    for name, s in pg.presets(grid).items():
+        assert table.loc[name, "speedup"] == pytest.approx(grid.cell(s)["speedup"], nan_ok=True)
+        assert table.loc[name, "skip ratio"] == s.ratio

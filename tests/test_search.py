@@ -19,7 +19,7 @@ from labkit import SkipSet
 from labkit.costmodel import CostModel
 from labkit.search import (best_skip_set, export_results, main, open_storage, param_names, params_from_skip,
                            ratio_buckets, run_search, skip_from_params, warm_start_sets)
-from tiny_models import tiny_model, save_tiny_model_folder
+from tiny_models import save_tiny_model_folder
 
 REPO = Path(__file__).resolve().parent.parent
 # a hand-made cost model for the 4-layer tiny model: tests that are not about measuring skip the timing

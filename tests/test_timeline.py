@@ -1,5 +1,4 @@
 """Notebook 03's figure builders and replayer, on traces of tiny random models (no shipped models needed)."""
-import math
 from pathlib import Path
 
 import pytest
@@ -255,7 +254,7 @@ def test_demo_skip_set(monkeypatch):
     class M:
         config = Cfg()
 
-    def missing(model):
+    def missing(model, **_):
         raise FileNotFoundError("no search yet")
 
     monkeypatch.setattr(labkit.search, "best_skip_set", missing)
@@ -266,7 +265,7 @@ def test_demo_skip_set(monkeypatch):
         s = tl.demo_skip_set(M(), verbose=False).validate(n)
         assert 0 not in s.attention and 0.3 <= s.ratio(n) <= 0.5
     Cfg.num_hidden_layers = 12
-    monkeypatch.setattr(labkit.search, "best_skip_set", lambda model: SkipSet(mlp=[7]))
+    monkeypatch.setattr(labkit.search, "best_skip_set", lambda model, **_: SkipSet(mlp=[7]))
     assert tl.demo_skip_set(M(), verbose=False) == SkipSet(mlp=[7])
 
 

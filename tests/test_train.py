@@ -38,7 +38,7 @@ def tiny_config(tmp_path, budget, recipe="skip_robust"):
 
 
 def test_train_resume_and_export(tmp_path):
-    first = train(tiny_config(tmp_path, budget=3 * 4 * 32))               # 3 steps
+    train(tiny_config(tmp_path, budget=3 * 4 * 32))               # 3 steps
     state = torch.load(tmp_path / "work" / "checkpoint.pt", weights_only=False)
     assert state["step"] == 3
     out = train(tiny_config(tmp_path, budget=6 * 4 * 32))                 # resumes at step 3, runs to 6

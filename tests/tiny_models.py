@@ -6,6 +6,18 @@ import torch
 ARCHITECTURES = ("llama", "mistral", "qwen2", "gemma2")
 
 
+class ToyTokenizer:
+    """One token per character (ids 1..90), decodable."""
+
+    pad_token_id = 0
+
+    def __call__(self, text, return_tensors="pt", add_special_tokens=False):
+        return {"input_ids": torch.tensor([[1 + (ord(c) % 90) for c in text]])}
+
+    def decode(self, ids):
+        return "".join(chr(32 + int(i) % 90) for i in ids)
+
+
 def tiny_model(arch: str = "llama", *, n_layers: int = 4, vocab_size: int = 97, hidden_size: int = 32,
                seed: int = 0, max_positions: int = 256):
     import transformers as tf
