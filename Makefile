@@ -30,14 +30,18 @@ bench: $(STAMP)
 	$(PY) -m labkit.bench
 
 # Rebuild the shipped models (each MODEL_CARD.md gives its wall time on 2 cores and the exact command).
-# Two stages each: 4.0 M tokens, then the budget extended to 5.2 M (the second command resumes from the first's
-# checkpoint); default's second stage also trains one fixed 50 % draft path (see data/models/default/MODEL_CARD.md).
+# Three stages each: 4.0 M tokens, then the budget extended to 5.2 M and to 7.2 M (each command resumes from the
+# previous one's checkpoint); default's later stages train one fixed 50 % draft path, the last one also on the
+# full model's own greedy continuations (see data/models/default/MODEL_CARD.md). plain sees the same tokens.
 DRAFT_PATH := attention=1,4,5,7;mlp=1,3,5,6
 models: $(STAMP)
 	$(PY) -m labkit.train --name default
 	$(PY) -m labkit.train --name default --token-budget 5200000 --draft-skip "$(DRAFT_PATH)" --draft-skip-prob 0.75
+	$(PY) -m labkit.train --name default --token-budget 7247872 --draft-skip "$(DRAFT_PATH)" --draft-skip-prob 1.0 \
+	  --greedy-tail 64
 	$(PY) -m labkit.train --name plain --recipe plain
 	$(PY) -m labkit.train --name plain --recipe plain --token-budget 5200000
+	$(PY) -m labkit.train --name plain --recipe plain --token-budget 7247872
 	$(PY) -m labkit.train --name draft --recipe plain --n-layers 2 --hidden-size 192 --intermediate-size 512 \
 	  --token-budget 2400000 --batch-size 8 --warmup-steps 150
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import statistics
 import time
 from dataclasses import asdict, dataclass
@@ -29,6 +28,7 @@ from tqdm.auto import tqdm
 
 from .corpus import prompts
 from .decoding import GenerationResult, autoregressive_generate, speculative_generate
+from .machine import machine_info
 from .models import MODELS_DIR, load_model
 from .policies import AdaptiveThreshold, FixedK, StaticThreshold
 from .skip import SkipSet
@@ -308,8 +308,7 @@ def run_benchmark(cfg: BenchConfig) -> dict:
         sampling_rows = summarise(smethods, _interleaved(smethods, prompt_ids, cfg, "sampling"), sref)
     return {
         "config": asdict(cfg),
-        "machine": {"platform": platform.platform(), "processor": platform.processor() or platform.machine(),
-                    "torch_threads": cfg.threads, "torch": torch.__version__, "python": platform.python_version()},
+        "machine": machine_info(),                        # torch threads were set to cfg.threads above
         "prompts": [p.source for p in prompt_list],
         "notes": notes,
         "greedy": greedy_rows,

@@ -92,7 +92,10 @@ def _function_prompts(path: Path, root: Path) -> list[Prompt]:
         start = (node.decorator_list[0].lineno if node.decorator_list else node.lineno) - 1
         text = "".join(lines[start:doc.end_lineno])
         indent = len(text) - len(text.lstrip(" "))
-        text = "\n".join(line[indent:] for line in text.splitlines()) + "\n"
+        # End at the closing quotes, not after a newline: byte-level BPE merges a newline with the
+        # next line's indentation ("\n   " + " return"), so a prompt ending in a bare "\n" would tell
+        # the model that the next line starts at column 0 (it then writes a new class, not the body).
+        text = "\n".join(line[indent:] for line in text.splitlines())
         if 60 <= len(text) <= 600:
             found.append(Prompt(text=text, source=f"{path.relative_to(root).as_posix()}:{node.lineno}:{node.name}"))
     return found

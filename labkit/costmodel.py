@@ -50,7 +50,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import platform
 import random
 import statistics
 import time
@@ -62,6 +61,7 @@ import torch
 
 from .cache import crop_to, new_cache
 from .decoding import forward_tokens
+from .machine import machine_info
 from .skip import SkipSet, skipping
 
 __all__ = [
@@ -327,8 +327,7 @@ def measure_cost_model(model, *, context: int = 128, n_sets: int | None = None, 
         method="regression over random skip sets (NNLS, costs partially pooled across layers)",
         fit={"n_sets": len(sets), "repeats": repeats, "r2": 1 - ss_res / ss_tot, "rmse_ms": math.sqrt(ss_res / len(y)),
              "scale": scale, **pooling_info, "verify_raw_ms": raw_verify, "seconds": time.perf_counter() - t_start},
-        machine={"platform": platform.platform(), "processor": platform.processor() or platform.machine(),
-                 "torch": torch.__version__, "torch_threads": torch.get_num_threads()},
+        machine=machine_info(),
         measured_at=time.strftime("%Y-%m-%dT%H:%M:%S"),
     )
 

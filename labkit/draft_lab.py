@@ -254,11 +254,13 @@ def agreement_at_ratio(path: Sequence, n_layers: int, ratio: float = 0.5) -> flo
 
 def redundancy_figure(paths: Mapping[str, Sequence], n_layers: int, *, band: tuple[float, float] | None = None,
                       band_label: str = "skip ratios seen in training", mark_ratio: float | None = 0.5,
+                      sets: Mapping[str, tuple[SkipSet, float]] | None = None,
                       title: str | None = None) -> go.Figure:
     """Agreement against blocks skipped along each model's greedy-elimination path.
 
     ``band``: a skip-ratio range to shade (e.g. the ratios the skip-robust recipe trained on);
-    ``mark_ratio``: a vertical line with each model's agreement there.
+    ``mark_ratio``: a vertical line with each model's agreement there;
+    ``sets``: single skip sets to show as stars, {label: (skip set, agreement)} (e.g. a trained draft path).
     """
     df = elimination_frame(paths, n_layers)
     blocks = 2 * n_layers
@@ -280,6 +282,15 @@ def redundancy_figure(paths: Mapping[str, Sequence], n_layers: int, *, band: tup
         if mark_ratio is not None:
             a = agreement_at_ratio(paths[name], n_layers, mark_ratio)
             notes.append(f"{name}: {a:.0%}")
+    for label, (skip, a) in (sets or {}).items():
+        if not 0.0 <= a <= 1.0:
+            raise ValueError(f"agreement of {label!r} must be in [0, 1], got {a}")
+        skip.validate(n_layers)
+        fig.add_trace(go.Scatter(
+            x=[skip.n_skipped], y=[a], mode="markers+text", name=label, text=[f"{label}: {a:.0%}"],
+            textposition="top center", marker=dict(symbol="star", size=16, color="#222222"),
+            hovertemplate=f"{label}<br>{skip}<br>agreement %{{y:.3f}}<extra></extra>",
+        ))
     if mark_ratio is not None:
         k = int(round(mark_ratio * blocks))
         fig.add_vline(x=k, line_dash="dot", line_color="black",

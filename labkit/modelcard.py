@@ -60,6 +60,9 @@ def write_model_card(model_dir: Path) -> Path:
             f"{cfg['distill_weight']} x KL(full || skipped), the full model's distribution held fixed."
             + (f" On {cfg['draft_skip_prob']:.0%} of the steps the skipped copy is instead one fixed draft "
                f"path, `{cfg['draft_skip']}`." if cfg.get("draft_skip") and cfg.get("draft_skip_prob") else "")
+            + (f" The KL term's windows end in {cfg['greedy_tail']} tokens of the full model's own greedy "
+               "continuation of the text before them (on-policy positions, as the draft meets them while "
+               "decoding)." if cfg.get("greedy_tail") else "")
         ),
         "plain": "**Plain.** Cross-entropy of the full model only: no skipping during training.",
     }[cfg["recipe"]]

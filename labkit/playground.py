@@ -38,11 +38,8 @@ import argparse
 import html
 import json
 import math
-import os
-import platform
 import random
 import shlex
-import socket
 import statistics
 import sys
 import time
@@ -55,6 +52,7 @@ import plotly.graph_objects as go
 import torch
 from plotly.subplots import make_subplots
 
+from .machine import machine_info
 from .skip import SkipSet
 
 __all__ = [
@@ -192,13 +190,6 @@ def _rounded(value, digits: int = 5):
             return None
         return float(f"{value:.{digits}g}")
     return value
-
-
-def _machine() -> dict:
-    return {"hostname": socket.gethostname(), "platform": platform.platform(),
-            "processor": platform.processor() or platform.machine(), "python": platform.python_version(),
-            "torch": torch.__version__, "torch_threads": torch.get_num_threads(),
-            "cpu_count": os.cpu_count()}
 
 
 class _CellStats:
@@ -384,7 +375,7 @@ def compute_grid(model, tokenizer, *, model_name: str, config: GridConfig | None
         "model": str(model_name),
         "n_layers": L,
         "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "machine": _machine(),
+        "machine": machine_info(),
         "command": command or regenerate_command(model_name),
         "seconds": round(seconds, 1),
         "settings": {**asdict(cfg), "skip_set_source": source, "decoding": "greedy, EOS ignored",

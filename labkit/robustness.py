@@ -5,7 +5,8 @@
 
 Search per ratio ("the best set we can find"): greedy backward elimination from the full
 model (each round skips the one further block whose removal keeps agreement highest),
-which passes through every ratio, refined by a few hundred random sets per ratio.
+which passes through every ratio, refined by a few hundred random sets per ratio and, for a
+model trained with a fixed draft path (``draft_skip`` in its training.json), that path too.
 Agreement is teacher-forced on held-out prompts (see :mod:`labkit.agreement`).
 """
 from __future__ import annotations
@@ -22,10 +23,10 @@ from tqdm.auto import tqdm
 
 from .agreement import AgreementProbe
 from .corpus import prompts
-from .models import MODELS_DIR, load_model
+from .models import MODELS_DIR, SHIPPED_MODELS, load_model
 from .skip import SkipSet
 
-__all__ = ["greedy_elimination", "robustness_report"]
+__all__ = ["greedy_elimination", "robustness_report", "trained_draft_path", "model_folder"]
 
 
 def greedy_elimination(probe: AgreementProbe, n_layers: int, forbid: frozenset[int] = frozenset(),
@@ -63,7 +64,9 @@ def random_sets(n_layers: int, n_skipped: int, count: int, rng: random.Random) -
 
 
 def robustness_report(model_name: str = "default", n_prompts: int = 12, n_tokens: int = 48,
-                      n_random: int = 100, seed: int = 0, ratios=(0.25, 0.375, 0.5, 0.625)) -> dict:
+                      n_random: int = 100, seed: int = 0, ratios=(0.25, 0.375, 0.5, 0.625),
+                      known_sets: dict[str, SkipSet] | None = None) -> dict:
+    """Best agreement per ratio; ``known_sets`` ({label: set}) join the candidates at their own ratio."""
     model, tokenizer = load_model(model_name)
     n_layers = model.config.num_hidden_layers
     t0 = time.perf_counter()
@@ -77,6 +80,7 @@ def robustness_report(model_name: str = "default", n_prompts: int = 12, n_tokens
         k = int(round(ratio * 2 * n_layers))
         greedy_set, greedy_a = path[k - 1]
         candidates = [(greedy_set, greedy_a, "greedy elimination")]
+        candidates += [(s, probe.agreement(s), label) for label, s in (known_sets or {}).items() if s.n_skipped == k]
         randoms = random_sets(n_layers, k, n_random, rng)
         for s in tqdm(randoms, desc=f"random sets, {k} skipped", leave=False):
             candidates.append((s, probe.agreement(s), "random"))
@@ -103,6 +107,23 @@ def robustness_report(model_name: str = "default", n_prompts: int = 12, n_tokens
     }
 
 
+def model_folder(model: str | Path) -> Path:
+    """The folder of a shipped model name, or ``model`` itself as a path (a hub id gives a folder that is not there)."""
+    return MODELS_DIR / str(model) if str(model) in SHIPPED_MODELS else Path(model)
+
+
+def trained_draft_path(model: str | Path) -> dict[str, SkipSet]:
+    """{"trained draft path": set} when ``model`` (a shipped name or a folder) was trained with a fixed draft path, else {}."""
+    record = model_folder(model) / "training.json"
+    if not record.exists():
+        return {}
+    recipe = json.loads(record.read_text()).get("recipe", {})
+    if recipe.get("recipe") != "skip_robust" or not recipe.get("draft_skip") or not recipe.get("draft_skip_prob"):
+        return {}
+    from .train import parse_skip_set
+    return {"trained draft path": parse_skip_set(recipe["draft_skip"])}
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default="default")
@@ -112,12 +133,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--threads", type=int, default=1)
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
-    report = robustness_report(args.model, args.prompts, args.tokens, args.random)
+    folder = model_folder(args.model)
+    report = robustness_report(args.model, args.prompts, args.tokens, args.random, known_sets=trained_draft_path(folder))
     for row in report["by_ratio"]:
         print(f"{row['skipped']:>3}/{report['n_blocks']} skipped ({row['ratio']:.1%}): agreement {row['agreement']:.3f} "
               f"on fresh prompts, {row['agreement_on_selection_prompts']:.3f} on the choosing ones "
               f"({row['found_by']}; best random {row['best_random_agreement']:.3f})  {row['skip']}")
-    folder = MODELS_DIR / args.model if args.model in ("default", "plain", "draft") else Path(args.model)
     (folder / "robustness.json").write_text(json.dumps(report, indent=2))
     if (folder / "training.json").exists():
         from .modelcard import write_model_card

@@ -15,8 +15,10 @@ Skipped blocks are drawn per step: a skip ratio r ~ U(min, max), then round(r * 
 blocks without replacement, later layers more likely (weight l + 1), never layer 0's
 attention. With ``draft_skip`` set, a share ``draft_skip_prob`` of the steps draft with that one
 fixed set instead (LayerSkip-style training of a single draft path, e.g. in a second stage that
-extends the token budget of a finished run). Recipe ``plain`` is the same loop with the first
-term only.
+extends the token budget of a finished run). With ``greedy_tail`` = N, the KL term's windows end
+in N tokens of the full model's own greedy continuation instead of corpus text: on-policy
+positions, the text a draft actually meets while decoding (DistillSpec, Zhou et al. 2023).
+Recipe ``plain`` is the same loop with the first term only.
 
 Everything is seeded; a checkpoint is written every ``checkpoint_every`` steps and a rerun
 with the same output folder resumes from it (batches are a pure function of the step).
@@ -44,7 +46,8 @@ DATA_DIR = Path(__file__).resolve().parent.parent / "data"
 MODELS_DIR = DATA_DIR / "models"
 EOS_TOKEN = "<|endoftext|>"
 #: TrainConfig settings that only the skip-robust recipe reads (a plain run ignores them).
-SKIP_ROBUST_SETTINGS = frozenset({"distill_weight", "skip_ratio_min", "skip_ratio_max", "draft_skip", "draft_skip_prob"})
+SKIP_ROBUST_SETTINGS = frozenset({"distill_weight", "skip_ratio_min", "skip_ratio_max", "draft_skip", "draft_skip_prob",
+                                  "greedy_tail"})
 
 
 @dataclass
@@ -72,6 +75,7 @@ class TrainConfig:
     skip_ratio_max: float = 0.65
     draft_skip: str = ""                # a fixed draft path, e.g. "attention=1,4;mlp=3,5" ("" = none)
     draft_skip_prob: float = 0.0        # share of steps whose KL term drafts with draft_skip
+    greedy_tail: int = 0                # KL window's last N tokens = the full model's own greedy continuation
     # bookkeeping
     seed: int = 0
     threads: int = 1
@@ -199,6 +203,32 @@ def lr_at(step: int, cfg: TrainConfig) -> float:
     return cfg.lr * (cfg.min_lr_ratio + (1 - cfg.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * min(1.0, progress))))
 
 
+@torch.no_grad()
+def greedy_continuation(model, prefix: torch.Tensor, n_new: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The full model's greedy continuation of every row of ``prefix`` (B, P), with a KV cache.
+
+    Returns (tokens (B, n_new), logits (B, n_new, V)); ``logits[:, i]`` is the full model's
+    next-token distribution *after* reading new token i, i.e. its target at that position.
+    """
+    from .cache import new_cache
+
+    was_training = model.training
+    model.eval()
+    cache = new_cache(model)
+    batch, length = prefix.shape
+    next_token = model(input_ids=prefix, past_key_values=cache, use_cache=True).logits[:, -1].argmax(-1)  # (B,)
+    tokens, logits = [], []
+    for i in range(n_new):
+        tokens.append(next_token)
+        position = torch.full((batch, 1), length + i, dtype=torch.long)
+        step = model(input_ids=next_token[:, None], position_ids=position, past_key_values=cache,
+                     use_cache=True).logits[:, -1]                          # (B, V)
+        logits.append(step)
+        next_token = step.argmax(-1)
+    model.train(was_training)
+    return torch.stack(tokens, 1), torch.stack(logits, 1)
+
+
 def training_loss(model, batch: torch.Tensor, cfg: TrainConfig, g: torch.Generator) -> tuple[torch.Tensor, float]:
     """Loss to minimise and the full model's cross-entropy (for logging)."""
     inputs, targets = batch[:, :-1], batch[:, 1:]                          # (B, T)
@@ -207,9 +237,18 @@ def training_loss(model, batch: torch.Tensor, cfg: TrainConfig, g: torch.Generat
     if cfg.recipe == "plain":
         return ce, ce.item()
     skip = draft_skip_set(model.config.num_hidden_layers, cfg, g)
+    kl_inputs, target_logits = inputs, logits.detach()                     # (B, T), (B, T, V)
+    if cfg.greedy_tail:
+        # On-policy positions (DistillSpec, Zhou et al. 2023): while decoding, the draft predicts
+        # on the full model's own greedy text, so train it there too. A causal model's logits on
+        # the prefix are the same whatever follows, so only the tail needs new targets.
+        n = cfg.greedy_tail
+        tail, tail_logits = greedy_continuation(model, inputs[:, :-n], n)
+        kl_inputs = torch.cat([inputs[:, :-n], tail], dim=1)
+        target_logits = torch.cat([target_logits[:, :-n], tail_logits], dim=1)
     with skipping(model, skip):
-        draft_logits = model(input_ids=inputs, use_cache=False).logits     # (B, T, V)
-    target_logp = F.log_softmax(logits.detach(), dim=-1)
+        draft_logits = model(input_ids=kl_inputs, use_cache=False).logits  # (B, T, V)
+    target_logp = F.log_softmax(target_logits, dim=-1)
     draft_logp = F.log_softmax(draft_logits, dim=-1)
     kl = F.kl_div(draft_logp.flatten(0, 1), target_logp.flatten(0, 1), log_target=True, reduction="batchmean")
     return ce + cfg.distill_weight * kl, ce.item()
@@ -248,6 +287,8 @@ def train(cfg: TrainConfig) -> Path:
         raise ValueError(f"draft_skip_prob must be in [0, 1], got {cfg.draft_skip_prob}")
     if cfg.draft_skip:
         parse_skip_set(cfg.draft_skip).validate(cfg.n_layers)            # fail before any work
+    if not 0 <= cfg.greedy_tail < cfg.context:
+        raise ValueError(f"greedy_tail must be in [0, context={cfg.context}), got {cfg.greedy_tail}")
     torch.set_num_threads(cfg.threads)
     corpus_root = Path(cfg.corpus_root) if cfg.corpus_root else None
     out_dir = Path(cfg.out_dir) if cfg.out_dir else MODELS_DIR / cfg.name

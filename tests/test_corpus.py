@@ -20,6 +20,7 @@ def test_prompts_are_deterministic_and_held_out():
     for p in a:
         assert split_of(p.source.split(":")[0]) == "validation"
         assert p.text.startswith(("def ", "async def ", "@"))
+        assert p.text.endswith(('"', "'"))   # ends at the docstring's quotes: the next token is "\n" + indentation
         body = p.text.strip().splitlines()
         assert "\n".join(body[:2]) not in train_text or len(body[0]) < 20   # not a copy of a training file
 

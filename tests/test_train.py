@@ -68,12 +68,12 @@ def test_model_card_command_rebuilds_the_recorded_recipe(tmp_path, monkeypatch):
     from dataclasses import asdict
 
     from labkit.modelcard import _train_command
-    from labkit.train import main
+    from labkit.train import SKIP_ROBUST_SETTINGS, main
 
     for recipe in ("skip_robust", "plain"):
         cfg = tiny_config(tmp_path / recipe, budget=4 * 32, recipe=recipe)
         cfg.skip_ratio_min = 0.2                          # not the default: printed only where it matters
-        cfg.draft_skip, cfg.draft_skip_prob = "attention=1;mlp=0", 0.5
+        cfg.draft_skip, cfg.draft_skip_prob, cfg.greedy_tail = "attention=1;mlp=0", 0.5, 8
         command = _train_command(asdict(cfg))
         assert "--threads" not in command and "--out-dir" not in command
         if recipe == "plain":
@@ -86,7 +86,7 @@ def test_model_card_command_rebuilds_the_recorded_recipe(tmp_path, monkeypatch):
         rebuilt, recorded = asdict(seen["cfg"]), asdict(cfg)
         ignored = {"out_dir", "work_dir", "tokenizer_dir", "corpus_root", "eval_every", "checkpoint_every", "threads"}
         if recipe == "plain":
-            ignored |= {"distill_weight", "skip_ratio_min", "skip_ratio_max", "draft_skip", "draft_skip_prob"}
+            ignored |= SKIP_ROBUST_SETTINGS
         assert {k: v for k, v in rebuilt.items() if k not in ignored} == \
             {k: v for k, v in recorded.items() if k not in ignored}
 
@@ -118,4 +118,38 @@ def test_draft_skip_parsing_and_choice(tmp_path):
         train(cfg)
     cfg.draft_skip, cfg.draft_skip_prob = "", 1.5
     with pytest.raises(ValueError, match="draft_skip_prob"):
+        train(cfg)
+
+
+def test_greedy_continuation_matches_a_full_forward():
+    """The on-policy tail: cached greedy tokens and their logits equal one uncached forward over prefix + tail."""
+    from labkit.train import greedy_continuation
+    from tiny_models import tiny_model
+
+    model = tiny_model("llama", n_layers=2, vocab_size=97, seed=0)
+    model.train()
+    prefix = torch.randint(0, 97, (3, 10), generator=torch.Generator().manual_seed(0))
+    tail, tail_logits = greedy_continuation(model, prefix, 6)
+    assert tail.shape == (3, 6) and tail_logits.shape == (3, 6, 97) and model.training
+    with torch.no_grad():
+        full = model(input_ids=torch.cat([prefix, tail], 1), use_cache=False).logits     # (3, 16, V)
+    assert torch.equal(full[:, 9].argmax(-1), tail[:, 0])                  # first new token: from the prefix
+    assert torch.equal(full[:, 10:-1].argmax(-1), tail[:, 1:])            # each next one: greedy
+    torch.testing.assert_close(tail_logits, full[:, 10:], atol=1e-4, rtol=1e-4)
+
+
+def test_greedy_tail_training_runs_and_is_checked(tmp_path):
+    import pytest
+
+    cfg = tiny_config(tmp_path, budget=2 * 4 * 32)
+    cfg.greedy_tail, cfg.draft_skip, cfg.draft_skip_prob = 8, "attention=1;mlp=1", 1.0
+    out = train(cfg)
+    assert json.loads((out / "training.json").read_text())["recipe"]["greedy_tail"] == 8
+    from labkit.robustness import trained_draft_path
+    from labkit.skip import SkipSet
+    assert trained_draft_path(out) == {"trained draft path": SkipSet(attention=[1], mlp=[1])}   # robustness tries it
+    assert trained_draft_path(tmp_path) == {}                                                # no training.json
+    assert trained_draft_path("plain") == {}                                                 # shipped, no draft path
+    cfg.greedy_tail = 32                                                   # the whole 32-token window
+    with pytest.raises(ValueError, match="greedy_tail"):
         train(cfg)
