@@ -66,7 +66,7 @@ from .skip import SkipSet, skipping
 
 __all__ = [
     "CostModel", "Prediction", "measure_cost_model", "expected_tokens_per_step", "speedup", "trace_speedup",
-    "trace_limit", "best_gamma", "predict", "predicted_ms_per_token",
+    "trace_limit", "best_gamma", "predict", "predicted_ms_per_token", "tied_cost_model",
 ]
 
 MAX_DRAFT = 12
@@ -424,6 +424,24 @@ class Prediction:
     speedup: float          # full_step_ms / ms_per_token
     draft_ms: float
     verify_ms: float
+
+
+def tied_cost_model(cost_model: CostModel) -> CostModel:
+    """A copy of ``cost_model`` with every layer's attention, MLP and overhead ms set to their mean over layers.
+
+    The lab's decoder layers all have the same shapes, so they cost the same; the fitted per-layer costs
+    scatter around the mean because they are a regression on noisy timings (on a busy 2-core machine some
+    blocks come out at 0 ms, others at twice the mean). Tying keeps every total, the fixed part, the full
+    step and the verify costs, and stops a search from "saving" time by skipping blocks that only look
+    expensive. (Not right for models whose layers differ, e.g. sliding-window vs global attention.)
+    """
+    L = cost_model.n_layers
+    d = cost_model.to_dict()
+    for key in ("attention_ms", "mlp_ms", "layer_ms"):
+        d[key] = [sum(d[key]) / L] * L
+    d["method"] = f"{cost_model.method}, tied across layers"
+    d["fit"] = {**d.get("fit", {}), "tied": True}
+    return CostModel.from_dict(d)
 
 
 def predict(cost_model: CostModel, skip: SkipSet | None, alpha: float, gamma=None, *,

@@ -33,7 +33,7 @@ from .skip import SkipSet, skipping
 from .timeline import visible
 
 __all__ = [
-    "tied_cost_model", "verify_cost_in_steps", "cost_breakdown_figure", "verify_cost_figure", "single_block_figure",
+    "verify_cost_in_steps", "cost_breakdown_figure", "verify_cost_figure", "single_block_figure",
     "elimination_frame", "agreement_at_ratio", "redundancy_figure", "predicted_cost_frame", "path_optima",
     "predicted_cost_figure",
     "TokenComparison", "token_comparison", "token_comparison_html", "measure_speedup", "MODEL_COLOURS",
@@ -76,26 +76,6 @@ def verify_cost_in_steps(cost_model, n_tokens: int) -> float:
     if isinstance(n_tokens, bool) or not isinstance(n_tokens, int) or not 1 <= n_tokens <= cost_model.max_draft + 1:
         raise ValueError(f"n_tokens must be an integer in 1..{cost_model.max_draft + 1}, got {n_tokens!r}")
     return cost_model.verify_step_ms(n_tokens - 1) / cost_model.full_step_ms
-
-
-def tied_cost_model(cost_model):
-    """A copy of ``cost_model`` with every layer's attention, MLP and overhead ms set to their mean over layers.
-
-    The lab's decoder layers all have the same shapes, so they cost the same; the fitted per-layer costs
-    scatter around the mean because they are a regression on noisy timings (on a busy 2-core machine some
-    blocks come out at 0 ms, others at twice the mean). Tying keeps every total, the fixed part, the full
-    step and the verify costs, and stops a search from "saving" time by skipping blocks that only look
-    expensive. (Not right for models whose layers differ, e.g. sliding-window vs global attention.)
-    """
-    from .costmodel import CostModel
-
-    L = cost_model.n_layers
-    d = cost_model.to_dict()
-    for key in ("attention_ms", "mlp_ms", "layer_ms"):
-        d[key] = [sum(d[key]) / L] * L
-    d["method"] = f"{cost_model.method}, tied across layers"
-    d["fit"] = {**d.get("fit", {}), "tied": True}
-    return CostModel.from_dict(d)
 
 
 def cost_breakdown_figure(cost_model, *, title: str | None = None) -> go.Figure:

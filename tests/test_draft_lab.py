@@ -6,7 +6,7 @@ import torch
 from labkit import SkipSet, skipping
 from labkit import draft_lab as dl
 from labkit.agreement import AgreementProbe
-from labkit.costmodel import CostModel, measure_cost_model, predict
+from labkit.costmodel import CostModel, measure_cost_model, predict, tied_cost_model
 from labkit.policies import FixedK
 from labkit.robustness import greedy_elimination
 from tiny_models import ToyTokenizer, tiny_model
@@ -64,7 +64,7 @@ def test_tied_cost_model_keeps_totals_and_spreads_them_evenly():
     cm = toy_cost_model()
     cm.attention_ms = [0.0, 1.0, 0.2, 0.8]
     cm.mlp_ms = [3.0, 0.0, 0.0, 0.0]
-    tied = dl.tied_cost_model(cm)
+    tied = tied_cost_model(cm)
     assert tied.attention_ms == [0.5] * 4 and tied.mlp_ms == [0.75] * 4 and tied.layer_ms == [0.25] * 4
     assert tied.draft_ms(SkipSet()) == pytest.approx(cm.draft_ms(SkipSet()))
     assert tied.draft_ms(SkipSet(mlp=[0])) == pytest.approx(cm.draft_ms(SkipSet()) - 0.75)
