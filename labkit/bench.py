@@ -134,8 +134,9 @@ def best_skip_for(model_name: str, model) -> tuple[SkipSet, str]:
     """
     try:
         from .search import best_skip_set
-        if best_skip_set(model=model_name):
-            return best_skip_set(model=model_name), "data/search (Bayesian optimization)"
+        overall = best_skip_set(model=model_name)
+        if overall:
+            return overall, "data/search (Bayesian optimization)"
         return (best_skip_set(model=model_name, skipping_something=True),
                 "data/search: fastest set that skips something (the search's best is to skip nothing)")
     except Exception:

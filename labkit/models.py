@@ -6,7 +6,8 @@ from pathlib import Path
 
 import torch
 
-__all__ = ["load_model", "SUPPORTED_ARCHITECTURES", "SHIPPED_MODELS", "MODELS_DIR", "check_supported", "n_layers"]
+__all__ = ["load_model", "SUPPORTED_ARCHITECTURES", "SHIPPED_MODELS", "MODELS_DIR", "check_supported", "n_layers",
+           "model_folder"]
 
 MODELS_DIR = Path(__file__).resolve().parent.parent / "data" / "models"
 #: Models trained by this lab and shipped in data/models/.
@@ -26,6 +27,12 @@ def check_supported(model) -> None:
 
 def n_layers(model) -> int:
     return int(model.config.num_hidden_layers)
+
+
+def model_folder(name_or_path: str | os.PathLike) -> Path:
+    """The folder of a shipped model name, else ``name_or_path`` as a path (for a hub id: a folder that is not there)."""
+    text = str(name_or_path)
+    return MODELS_DIR / text if text in SHIPPED_MODELS else Path(text).expanduser()
 
 
 def _resolve(name_or_path: str | os.PathLike) -> tuple[str, list[str]]:

@@ -23,10 +23,10 @@ from tqdm.auto import tqdm
 
 from .agreement import AgreementProbe
 from .corpus import prompts
-from .models import MODELS_DIR, SHIPPED_MODELS, load_model
+from .models import load_model, model_folder
 from .skip import SkipSet
 
-__all__ = ["greedy_elimination", "robustness_report", "trained_draft_path", "model_folder"]
+__all__ = ["greedy_elimination", "robustness_report", "trained_draft_path"]
 
 
 def greedy_elimination(probe: AgreementProbe, n_layers: int, forbid: frozenset[int] = frozenset(),
@@ -105,11 +105,6 @@ def robustness_report(model_name: str = "default", n_prompts: int = 12, n_tokens
         "greedy_path": [{"skipped": i + 1, "agreement_on_selection_prompts": a, "agreement": fresh.agreement(s),
                          "skip_set": s.to_dict()} for i, (s, a) in enumerate(path)],
     }
-
-
-def model_folder(model: str | Path) -> Path:
-    """The folder of a shipped model name, or ``model`` itself as a path (a hub id gives a folder that is not there)."""
-    return MODELS_DIR / str(model) if str(model) in SHIPPED_MODELS else Path(model)
 
 
 def trained_draft_path(model: str | Path) -> dict[str, SkipSet]:

@@ -195,10 +195,9 @@ def model_key(name) -> str:
 
 def _fingerprint(name) -> str:
     """SHA-256 (16 hex) of the model's safetensors weights when it is a local folder, else of its id."""
-    from .models import MODELS_DIR, SHIPPED_MODELS
+    from .models import model_folder
 
-    text = str(name)
-    folder = MODELS_DIR / text if text in SHIPPED_MODELS else Path(text).expanduser()
+    folder = model_folder(name)
     h = hashlib.sha256()
     files = sorted(folder.glob("*.safetensors")) if folder.is_dir() else []
     if not files:
