@@ -30,18 +30,24 @@ bench: $(STAMP)
 	$(PY) -m labkit.bench
 
 # Rebuild the shipped models (each MODEL_CARD.md gives its wall time on 2 cores and the exact command).
-# Three stages each: 4.0 M tokens, then the budget extended to 5.2 M and to 7.2 M (each command resumes from the
-# previous one's checkpoint); default's later stages train one fixed 50 % draft path, the last one also on the
-# full model's own greedy continuations (see data/models/default/MODEL_CARD.md). plain sees the same tokens.
+# Four stages each: 4.0 M tokens, then the budget extended to 5.2 M, 7.2 M and 8.1 M (each command resumes from the
+# previous one's checkpoint); default's later stages train one fixed 50 % draft path, stage 3 also on the full
+# model's own greedy continuations, stage 4 (constant lr, AdamW's moments reset) adds a top-1 term and stops at the
+# step whose snapshot agreed best on development prompts (see data/models/default/MODEL_CARD.md). plain sees the
+# same tokens and stages.
 DRAFT_PATH := attention=1,4,5,7;mlp=1,3,5,6
+STAGE4     := --token-budget 8089600 --lr 2e-4 --min-lr-ratio 1.0 --fresh-optimizer-at 3539
 models: $(STAMP)
 	$(PY) -m labkit.train --name default
 	$(PY) -m labkit.train --name default --token-budget 5200000 --draft-skip "$(DRAFT_PATH)" --draft-skip-prob 0.75
 	$(PY) -m labkit.train --name default --token-budget 7247872 --draft-skip "$(DRAFT_PATH)" --draft-skip-prob 1.0 \
 	  --greedy-tail 64
+	$(PY) -m labkit.train --name default $(STAGE4) --draft-skip "$(DRAFT_PATH)" --draft-skip-prob 1.0 \
+	  --greedy-tail 128 --top1-weight 1.0
 	$(PY) -m labkit.train --name plain --recipe plain
 	$(PY) -m labkit.train --name plain --recipe plain --token-budget 5200000
 	$(PY) -m labkit.train --name plain --recipe plain --token-budget 7247872
+	$(PY) -m labkit.train --name plain --recipe plain $(STAGE4)
 	$(PY) -m labkit.train --name draft --recipe plain --n-layers 2 --hidden-size 192 --intermediate-size 512 \
 	  --token-budget 2400000 --batch-size 8 --warmup-steps 150
 

@@ -29,7 +29,7 @@ from tqdm.auto import tqdm
 from .corpus import prompts
 from .decoding import GenerationResult, autoregressive_generate, speculative_generate
 from .machine import machine_info
-from .models import MODELS_DIR, load_model
+from .models import load_model, model_folder
 from .policies import AdaptiveThreshold, FixedK, StaticThreshold
 from .skip import SkipSet
 
@@ -141,7 +141,7 @@ def best_skip_for(model_name: str, model) -> tuple[SkipSet, str]:
                 "data/search: fastest set that skips something (the search's best is to skip nothing)")
     except Exception:
         pass
-    rob = MODELS_DIR / model_name / "robustness.json"
+    rob = model_folder(model_name) / "robustness.json"
     if rob.exists():
         rows = json.loads(rob.read_text())["by_ratio"]
         row = min(rows, key=lambda r: abs(r["ratio"] - 0.5))
@@ -293,7 +293,7 @@ def run_benchmark(cfg: BenchConfig) -> dict:
     names = list(dict.fromkeys(list(cfg.models) + [cfg.draft_model]))
     loaded = {}
     for name in names:
-        if name == cfg.draft_model and not (MODELS_DIR / name / "config.json").exists() and not Path(name).exists():
+        if name == cfg.draft_model and not (model_folder(name) / "config.json").exists():
             continue
         loaded[name] = load_model(name)
     tokenizer = loaded[cfg.models[0]][1]

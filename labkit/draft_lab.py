@@ -267,8 +267,9 @@ def redundancy_figure(paths: Mapping[str, Sequence], n_layers: int, *, band: tup
             raise ValueError(f"agreement of {label!r} must be in [0, 1], got {a}")
         skip.validate(n_layers)
         fig.add_trace(go.Scatter(
-            x=[skip.n_skipped], y=[a], mode="markers+text", name=label, text=[f"{label}: {a:.0%}"],
-            textposition="top center", marker=dict(symbol="star", size=16, color="#222222"),
+            # the legend names the star; its text stays short and below it, clear of the title and annotations
+            x=[skip.n_skipped], y=[a], mode="markers+text", name=f"{label} ({a:.0%})", text=[f"{a:.0%}"],
+            textposition="bottom right", marker=dict(symbol="star", size=16, color="#222222"),
             hovertemplate=f"{label}<br>{skip}<br>agreement %{{y:.3f}}<extra></extra>",
         ))
     if mark_ratio is not None:

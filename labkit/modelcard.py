@@ -63,6 +63,8 @@ def write_model_card(model_dir: Path) -> Path:
             + (f" The KL term's windows end in {cfg['greedy_tail']} tokens of the full model's own greedy "
                "continuation of the text before them (on-policy positions, as the draft meets them while "
                "decoding)." if cfg.get("greedy_tail") else "")
+            + (f" Plus {cfg['top1_weight']} x cross-entropy of the skipped copy against the full model's top-1 "
+               "token (what greedy verification checks)." if cfg.get("top1_weight") else "")
         ),
         "plain": "**Plain.** Cross-entropy of the full model only: no skipping during training.",
     }[cfg["recipe"]]
@@ -80,7 +82,7 @@ on the Python standard library's own source, so that it can be rebuilt on any ma
 
 - Architecture: {cfg['n_layers']} layers x {cfg['hidden_size']} hidden, {cfg['n_heads']} heads, MLP {cfg['intermediate_size']}, tied embeddings, context {cfg['context']}.
 - Tokenizer: byte-level BPE, {cfg['vocab_size']} tokens, trained on the training split (`tokenizers`).
-- Optimiser: AdamW (beta 0.9/0.95, weight decay {cfg['weight_decay']}), peak lr {cfg['lr']}, {cfg['warmup_steps']} warm-up steps, cosine to {cfg['min_lr_ratio']} x peak; batch {cfg['batch_size']} x {cfg['context']} tokens; seed {cfg['seed']}.
+- Optimiser{' (the last stage; earlier stages in the notes below)' if rec.get('notes') else ''}: AdamW (beta 0.9/0.95, weight decay {cfg['weight_decay']}), peak lr {cfg['lr']}, {cfg['warmup_steps']} warm-up steps, cosine to {cfg['min_lr_ratio']} x peak; batch {cfg['batch_size']} x {cfg['context']} tokens; seed {cfg['seed']}.
 - Tokens seen: {rec['tokens_seen']:,} ({rec['steps']} steps); wall time {rec['wall_time_s'] / 60:.1f} min on {rec['hardware']}.
 - Weights stored in fp16 (safetensors); the lab loads them as fp32.
 {notes}

@@ -18,6 +18,8 @@ fixed set instead (LayerSkip-style training of a single draft path, e.g. in a se
 extends the token budget of a finished run). With ``greedy_tail`` = N, the KL term's windows end
 in N tokens of the full model's own greedy continuation instead of corpus text: on-policy
 positions, the text a draft actually meets while decoding (DistillSpec, Zhou et al. 2023).
+With ``top1_weight`` > 0 the draft is also trained with cross-entropy against the full model's
+top-1 token, the only thing greedy verification checks.
 Recipe ``plain`` is the same loop with the first term only.
 
 Everything is seeded; a checkpoint is written every ``checkpoint_every`` steps and a rerun
@@ -47,7 +49,7 @@ MODELS_DIR = DATA_DIR / "models"
 EOS_TOKEN = "<|endoftext|>"
 #: TrainConfig settings that only the skip-robust recipe reads (a plain run ignores them).
 SKIP_ROBUST_SETTINGS = frozenset({"distill_weight", "skip_ratio_min", "skip_ratio_max", "draft_skip", "draft_skip_prob",
-                                  "greedy_tail"})
+                                  "greedy_tail", "top1_weight"})
 
 
 @dataclass
@@ -76,6 +78,9 @@ class TrainConfig:
     draft_skip: str = ""                # a fixed draft path, e.g. "attention=1,4;mlp=3,5" ("" = none)
     draft_skip_prob: float = 0.0        # share of steps whose KL term drafts with draft_skip
     greedy_tail: int = 0                # KL window's last N tokens = the full model's own greedy continuation
+    top1_weight: float = 0.0            # + this * CE(draft, full model's top-1 token): the greedy acceptance test
+    fresh_optimizer_at: int = 0         # resuming a checkpoint of exactly this step: keep the weights, zero AdamW's
+                                        # moments (a new stage with a new loss); 0 = never, so reruns resume as usual
     # bookkeeping
     seed: int = 0
     threads: int = 1
@@ -251,7 +256,11 @@ def training_loss(model, batch: torch.Tensor, cfg: TrainConfig, g: torch.Generat
     target_logp = F.log_softmax(target_logits, dim=-1)
     draft_logp = F.log_softmax(draft_logits, dim=-1)
     kl = F.kl_div(draft_logp.flatten(0, 1), target_logp.flatten(0, 1), log_target=True, reduction="batchmean")
-    return ce + cfg.distill_weight * kl, ce.item()
+    loss = ce + cfg.distill_weight * kl
+    if cfg.top1_weight:
+        # Greedy verification accepts a draft token iff it is the full model's top-1: train that directly.
+        loss = loss + cfg.top1_weight * F.cross_entropy(draft_logits.flatten(0, 1), target_logits.argmax(-1).flatten())
+    return loss, ce.item()
 
 
 @torch.no_grad()
@@ -315,7 +324,8 @@ def train(cfg: TrainConfig) -> Path:
     if ckpt_path.exists():
         state = torch.load(ckpt_path, weights_only=False)
         model.load_state_dict(state["model"])
-        opt.load_state_dict(state["opt"])
+        if state["step"] != cfg.fresh_optimizer_at:
+            opt.load_state_dict(state["opt"])
         start_step, history, elapsed_before = state["step"], state["history"], state["elapsed"]
 
     t0 = time.perf_counter()

@@ -142,7 +142,7 @@ def test_redundancy_figure(paths):
     assert len(dl.redundancy_figure(paths, 4, mark_ratio=None).layout.shapes) == 0
     trained = SkipSet(attention=[1, 3], mlp=[2])
     fig = dl.redundancy_figure(paths, 4, sets={"trained draft path": (trained, 0.75)})
-    star = [t for t in fig.data if t.name == "trained draft path"]
+    star = [t for t in fig.data if t.name == "trained draft path (75%)"]
     assert len(star) == 1 and list(star[0].x) == [3] and list(star[0].y) == [0.75]
     with pytest.raises(ValueError, match="layer index 4"):
         dl.redundancy_figure(paths, 4, sets={"bad": (SkipSet(mlp=[4]), 0.5)})

@@ -74,6 +74,7 @@ def test_model_card_command_rebuilds_the_recorded_recipe(tmp_path, monkeypatch):
         cfg = tiny_config(tmp_path / recipe, budget=4 * 32, recipe=recipe)
         cfg.skip_ratio_min = 0.2                          # not the default: printed only where it matters
         cfg.draft_skip, cfg.draft_skip_prob, cfg.greedy_tail = "attention=1;mlp=0", 0.5, 8
+        cfg.top1_weight, cfg.fresh_optimizer_at = 0.5, 3
         command = _train_command(asdict(cfg))
         assert "--threads" not in command and "--out-dir" not in command
         if recipe == "plain":
@@ -153,3 +154,47 @@ def test_greedy_tail_training_runs_and_is_checked(tmp_path):
     cfg.greedy_tail = 32                                                   # the whole 32-token window
     with pytest.raises(ValueError, match="greedy_tail"):
         train(cfg)
+
+
+def test_top1_term_adds_the_drafts_cross_entropy_against_the_full_models_argmax(tmp_path):
+    import torch.nn.functional as F
+
+    from labkit.skip import skipping
+    from labkit.train import parse_skip_set, training_loss
+    from tiny_models import tiny_model
+
+    model = tiny_model("llama", n_layers=2, vocab_size=97, seed=0)
+    batch = torch.randint(0, 97, (2, 12), generator=torch.Generator().manual_seed(1))
+    cfg = tiny_config(tmp_path, budget=4 * 32)
+    cfg.draft_skip, cfg.draft_skip_prob = "attention=1;mlp=0", 1.0
+    without, _ = training_loss(model, batch, cfg, torch.Generator().manual_seed(0))
+    cfg.top1_weight = 0.5
+    with_top1, _ = training_loss(model, batch, cfg, torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        full = model(input_ids=batch[:, :-1], use_cache=False).logits                 # (B, T, V)
+        with skipping(model, parse_skip_set(cfg.draft_skip)):
+            draft = model(input_ids=batch[:, :-1], use_cache=False).logits
+    expected = F.cross_entropy(draft.flatten(0, 1), full.argmax(-1).flatten())
+    torch.testing.assert_close(with_top1 - without, 0.5 * expected, atol=1e-5, rtol=1e-4)
+    assert expected > 0.1                                                  # a real term, not a no-op
+
+
+def test_fresh_optimizer_at_keeps_the_weights_and_drops_the_moments_once(tmp_path, monkeypatch):
+    train(tiny_config(tmp_path, budget=3 * 4 * 32))
+    ckpt = tmp_path / "work" / "checkpoint.pt"
+    state = torch.load(ckpt, weights_only=False)
+    state["model"]["model.norm.weight"].fill_(7.0)                   # a mark that a restart from scratch would not have
+    torch.save(state, ckpt)
+    loaded = []
+    original = torch.optim.AdamW.load_state_dict
+    monkeypatch.setattr(torch.optim.AdamW, "load_state_dict", lambda self, sd: loaded.append(1) or original(self, sd))
+    cfg = tiny_config(tmp_path, budget=4 * 4 * 32)
+    cfg.fresh_optimizer_at = 3
+    train(cfg)                                                       # resumes the step-3 weights, fresh moments
+    after = torch.load(ckpt, weights_only=False)
+    assert loaded == [] and after["step"] == 4
+    assert torch.allclose(after["model"]["model.norm.weight"], torch.tensor(7.0), atol=0.05)   # one small step from 7
+    cfg.token_budget = 5 * 4 * 32
+    train(cfg)                                                       # a rerun of the same stage resumes its moments
+    assert loaded == [1]
+
