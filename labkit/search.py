@@ -6,7 +6,8 @@ Search space: 2L binary parameters ``attn_{l}`` and ``mlp_{l}`` (``suggest_int(n
 default), ``tpe`` and ``random``, all seeded. Every new study is warm-started (``enqueue_trial``)
 with: nothing skipped, every other layer (both blocks of the odd layers), every other attention
 block (attention of the odd layers); a new ratio-bucket study only with those inside its bucket,
-plus the 3 best sets inside the bucket that other studies of the same model and objective in the
+plus the sets of the model card's greedy-elimination path (``robustness.json``) inside the bucket
+and the 3 best sets inside the bucket that other studies of the same model and objective in the
 storage have evaluated.
 
 Objectives, both in **ms per generated token** (lower is better):
@@ -537,6 +538,31 @@ def _stored_cost_model(storage, expected: dict):
     return CostModel.from_dict(max(found, key=lambda d: d.get("measured_at", "")))
 
 
+def _model_card_sets(model, bucket, n_layers: int) -> dict[str, SkipSet]:
+    """Sets of the model card's greedy-elimination path (its ``robustness.json``) that fall in ``bucket``.
+
+    A short ratio-bucket study starts from them: greedy elimination already found good sets of every
+    size, and 25 trials of a 2L-dimensional search rarely do better from scratch. None without a card.
+    """
+    from .models import model_folder
+
+    if not isinstance(model, (str, os.PathLike)):
+        return {}
+    path = model_folder(model) / "robustness.json"
+    if not path.exists():
+        return {}
+    out = {}
+    for row in json.loads(path.read_text()).get("greedy_path", []):
+        skip = SkipSet.from_dict(row["skip_set"])
+        try:
+            skip.validate(n_layers)
+        except ValueError:                          # a card of another shape: nothing to reuse
+            return {}
+        if _in_bucket(skip.ratio(n_layers), bucket):
+            out[f"model card's greedy elimination, {skip.n_skipped} skipped"] = skip
+    return out
+
+
 def _known_good_sets(storage, expected: dict, bucket, n_layers: int, k: int = 3, exclude=()) -> dict[str, SkipSet]:
     """The ``k`` best sets inside ``bucket`` that other studies of the same model and objective evaluated.
 
@@ -637,6 +663,8 @@ def run_search(model="default", *, objective: str = "modelled", trials: int = 10
                 starts = {label: skip for label, skip in warm_start_sets(L).items()
                           if bucket is None or _in_bucket(skip.ratio(L), bucket)}
                 if bucket is not None:
+                    starts.update({label: skip for label, skip in _model_card_sets(model, bucket, L).items()
+                                   if skip not in starts.values()})
                     starts.update(_known_good_sets(store, expected, bucket, L, exclude=set(starts.values())))
                 for label, skip in starts.items():
                     study.enqueue_trial(params_from_skip(skip, L), user_attrs={"warm_start": label})

@@ -120,6 +120,27 @@ def test_ratio_bucket_penalises_sets_outside(tiny, tmp_path):
     assert res.best_skip.ratio(4) == 0.5 and res.extra["study_name"].endswith("ratio0.5-0.625")
 
 
+
+def test_bucket_study_starts_from_the_model_cards_greedy_path(tiny, tmp_path):
+    import shutil
+
+    from labkit.search import _model_card_sets
+
+    folder = tmp_path / "carded"
+    shutil.copytree(tiny, folder)
+    path = [SkipSet(mlp=[3]), SkipSet(attention=[3], mlp=[3]), SkipSet(attention=[2, 3], mlp=[3]),
+            SkipSet(attention=[2, 3], mlp=[1, 3])]                                   # 1..4 of 8 blocks
+    card = {"greedy_path": [{"skipped": s.n_skipped, "skip_set": s.to_dict()} for s in path]}
+    (folder / "robustness.json").write_text(json.dumps(card))
+    assert _model_card_sets(str(folder), (0.5, 0.625), 4) == {
+        "model card's greedy elimination, 4 skipped": path[3]}
+    assert _model_card_sets(str(folder), (0.5, 0.625), 3) == {}                     # a card of another shape
+    assert _model_card_sets(tiny, (0.5, 0.625), 4) == {}                            # no card
+    res = run_search(str(folder), trials=3, sampler="random", storage=db(tmp_path), ratio_bucket=(0.5, 0.625), **FAST)
+    starts = [t.user_attrs.get("warm_start") for t in res.study.trials]
+    assert starts[:2] == ["every other layer", "model card's greedy elimination, 4 skipped"]
+    assert skip_from_params(res.study.trials[1].params, 4) == path[3]
+
 # -- export and read-back -----------------------------------------------------------------------
 def test_export_and_best_skip_set(tiny, tmp_path):
     storage = db(tmp_path)
