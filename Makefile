@@ -57,7 +57,7 @@ results: $(STAMP)
 	  $(PY) -m labkit.robustness --model $$m && \
 	  $(PY) -m labkit.search --model $$m --trials 100 --threads 1 && \
 	  $(PY) -m labkit.search --model $$m --per-bucket --trials 25 --threads 1 && \
-	  $(PY) -m labkit.search export --model $$m && \
+	  $(PY) -m labkit.search export --model $$m --objective modelled && \
 	  $(PY) -m labkit.playground --model $$m || exit 1; \
 	done
 	$(PY) -m labkit.bench
