@@ -26,7 +26,7 @@ from .corpus import prompts
 from .models import load_model, model_folder
 from .skip import SkipSet
 
-__all__ = ["greedy_elimination", "robustness_report", "trained_draft_path"]
+__all__ = ["greedy_elimination", "robustness_report", "trained_draft_path", "greedy_path_sets"]
 
 
 def greedy_elimination(probe: AgreementProbe, n_layers: int, forbid: frozenset[int] = frozenset(),
@@ -117,6 +117,23 @@ def trained_draft_path(model: str | Path) -> dict[str, SkipSet]:
         return {}
     from .train import parse_skip_set
     return {"trained draft path": parse_skip_set(recipe["draft_skip"])}
+
+
+def greedy_path_sets(model: str | Path, n_layers: int) -> list[SkipSet]:
+    """The greedy-elimination path stored in ``model``'s robustness.json (entry i skips i + 1 blocks).
+
+    Empty when the model has no such file, or when its sets do not fit ``n_layers`` (a file of another shape).
+    """
+    path = model_folder(model) / "robustness.json"
+    if not path.exists():
+        return []
+    sets = [SkipSet.from_dict(row["skip_set"]) for row in json.loads(path.read_text()).get("greedy_path", [])]
+    try:
+        for skip in sets:
+            skip.validate(n_layers)
+    except ValueError:
+        return []
+    return sets
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -544,23 +544,10 @@ def _model_card_sets(model, bucket, n_layers: int) -> dict[str, SkipSet]:
     A short ratio-bucket study starts from them: greedy elimination already found good sets of every
     size, and 25 trials of a 2L-dimensional search rarely do better from scratch. None without a card.
     """
-    from .models import model_folder
+    from .robustness import greedy_path_sets
 
-    if not isinstance(model, (str, os.PathLike)):
-        return {}
-    path = model_folder(model) / "robustness.json"
-    if not path.exists():
-        return {}
-    out = {}
-    for row in json.loads(path.read_text()).get("greedy_path", []):
-        skip = SkipSet.from_dict(row["skip_set"])
-        try:
-            skip.validate(n_layers)
-        except ValueError:                          # a card of another shape: nothing to reuse
-            return {}
-        if _in_bucket(skip.ratio(n_layers), bucket):
-            out[f"model card's greedy elimination, {skip.n_skipped} skipped"] = skip
-    return out
+    return {f"model card's greedy elimination, {skip.n_skipped} skipped": skip
+            for skip in greedy_path_sets(model, n_layers) if _in_bucket(skip.ratio(n_layers), bucket)}
 
 
 def _known_good_sets(storage, expected: dict, bucket, n_layers: int, k: int = 3, exclude=()) -> dict[str, SkipSet]:
