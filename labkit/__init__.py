@@ -1,14 +1,15 @@
 """labkit: the Self-Speculative Decoding Lab's library.
 
 model -> skip -> draft/verify -> trace -> metrics -> plots -> widgets -> notebooks
+
+Layers (imports go one way; see docs/architecture.md): ``core`` (the engine) <- ``artifacts`` (shipped models,
+prompts, results) <- ``measure`` <- ``search``; ``training`` uses core and artifacts; ``viz`` draws core and
+measure types; ``lessons`` is the notebooks' glue.
 """
-from .corpus import Prompt, prompts
-from .decoding import GenerationResult, autoregressive_generate, speculative_generate
-from .models import SUPPORTED_ARCHITECTURES, load_model
-from .policies import AdaptiveThreshold, DraftPolicy, FixedK, StaticThreshold
-from .search import best_skip_set
-from .skip import SkipSet, skipping
-from .trace import StepRecord, Trace
+from .artifacts import Prompt, best_skip_set, load_model
+from .artifacts.prompts import prompts
+from .core import (SUPPORTED_ARCHITECTURES, AdaptiveThreshold, DraftPolicy, FixedK, GenerationResult, SkipSet,
+                   StaticThreshold, StepRecord, Trace, autoregressive_generate, skipping, speculative_generate)
 
 __all__ = [
     "AdaptiveThreshold", "DraftPolicy", "FixedK", "GenerationResult", "Prompt", "SUPPORTED_ARCHITECTURES",

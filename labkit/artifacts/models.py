@@ -1,0 +1,141 @@
+"""Loading the lab's models (and any Hugging Face causal LM of a supported family), and naming them.
+
+A model is named by a shipped name (``default``, ``plain``, ``draft``: folders in ``data/models``), a
+local Hugging Face folder, or a hub id already in the local cache. Studies and results record
+:func:`model_id` (and :func:`fingerprint`, a hash of the weights, so results of other weights are
+never mistaken for this model's); folders of results are named by :func:`model_key`.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+import torch
+
+from ..core.architectures import SUPPORTED_ARCHITECTURES, check_supported
+from .paths import MODELS_DIR
+
+__all__ = ["load_model", "SHIPPED_MODELS", "model_folder", "model_id", "model_key", "fingerprint",
+           "load_draft_model"]
+
+#: Models trained by this lab and shipped in data/models/.
+SHIPPED_MODELS = ("default", "plain", "draft")
+
+
+def model_folder(name_or_path: str | os.PathLike) -> Path:
+    """The folder of a shipped model name, else ``name_or_path`` as a path (for a hub id: a folder that is not there)."""
+    text = str(name_or_path)
+    return MODELS_DIR / text if text in SHIPPED_MODELS else Path(text).expanduser()
+
+
+def _resolve(name_or_path: str | os.PathLike) -> tuple[str, list[str]]:
+    """Where to load from, and a description of what was tried (for error messages)."""
+    text = str(name_or_path)
+    if text in SHIPPED_MODELS:
+        path = MODELS_DIR / text
+        if not (path / "config.json").exists():
+            raise FileNotFoundError(
+                f"shipped model {text!r} not found at {path}; rebuild it with "
+                f"`python -m labkit.train --name {text}` (see README)"
+            )
+        return str(path), [f"shipped model folder {path}"]
+    path = Path(text).expanduser()
+    if path.exists():
+        if not (path / "config.json").exists():
+            raise FileNotFoundError(f"{path} exists but holds no config.json: not a Hugging Face model folder")
+        return str(path), [f"local folder {path}"]
+    looks_like_path = text.startswith((".", "/", "~")) or os.sep in text and text.count("/") != 1
+    if looks_like_path:
+        raise FileNotFoundError(f"model folder {path} does not exist (shipped models: {', '.join(SHIPPED_MODELS)})")
+    return text, [f"shipped names {SHIPPED_MODELS}", f"local folder ./{text}", f"Hugging Face hub id {text!r}"]
+
+
+def load_model(name_or_path: str | os.PathLike = "default", *, trust_remote_code: bool = False):
+    """Load ``(model, tokenizer)``: eval mode, fp32, on CPU, safetensors weights only.
+
+    ``name_or_path``: ``"default"``, ``"plain"`` or ``"draft"`` (shipped in ``data/models``), a
+    local Hugging Face folder, or a hub id already in the local cache (or reachable online).
+    """
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+    source, tried = _resolve(name_or_path)
+    is_local = Path(source).exists()
+    offline = os.environ.get("HF_HUB_OFFLINE", "0") not in ("0", "", "false", "False")
+    attempts = [True] if (is_local or offline) else [True, False]
+    config, last_error = None, None
+    for local_only in attempts:
+        try:
+            config = AutoConfig.from_pretrained(source, local_files_only=local_only, trust_remote_code=trust_remote_code)
+            break
+        except (OSError, ValueError) as err:  # not cached / not reachable / not a model
+            last_error = err
+    if config is None:
+        raise OSError(
+            f"could not load model {str(name_or_path)!r}; tried: {'; '.join(tried)} "
+            f"(hub cache{', then network' if len(attempts) > 1 else ' only (offline)'}). "
+            f"Last error: {type(last_error).__name__}: {str(last_error).splitlines()[0] if str(last_error) else ''}"
+        ) from last_error
+    archs = list(getattr(config, "architectures", None) or [])
+    if not any(a in SUPPORTED_ARCHITECTURES for a in archs):
+        raise ValueError(
+            f"model {str(name_or_path)!r} is a {archs or config.model_type}; labkit supports "
+            f"{', '.join(SUPPORTED_ARCHITECTURES)}"
+        )
+    model = AutoModelForCausalLM.from_pretrained(
+        source, dtype=torch.float32, use_safetensors=True, trust_remote_code=trust_remote_code,
+        attn_implementation="eager" if "Gemma2ForCausalLM" in archs else "sdpa",  # Gemma2 has no sdpa path
+    )
+    tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=trust_remote_code)
+    model.to("cpu").eval()
+    check_supported(model)
+    return model, tokenizer
+
+
+def load_draft_model(name: str = "draft", *, verbose: bool = True):
+    """(model, tokenizer) of a separate draft model, or None (with a note) when it is not there yet."""
+    if name in SHIPPED_MODELS and not (MODELS_DIR / name / "config.json").exists():
+        if verbose:
+            print(f"No separate draft model yet: {MODELS_DIR / name} does not exist "
+                  f"(train it with `python -m labkit.train --name {name}`); skipping this section.")
+        return None
+    if name not in SHIPPED_MODELS and not (Path(name) / "config.json").exists():
+        if verbose:
+            print(f"No draft model at {name}; skipping this section.")
+        return None
+    return load_model(name)
+
+
+def model_id(name) -> str:
+    """What a study records as its model: a shipped name as is, a local folder as its resolved path."""
+    text = str(name)
+    if text in SHIPPED_MODELS:
+        return text
+    path = Path(text).expanduser()
+    return str(path.resolve()) if path.exists() else text
+
+
+def model_key(name) -> str:
+    """Folder name under data/search/ (and file name under data/playground/) for a model: the shipped
+    name, the folder's name, or a hub id with / -> --."""
+    text = str(name)
+    if text in SHIPPED_MODELS:
+        return text
+    path = Path(text).expanduser()
+    if path.exists() or text.startswith((".", "/", "~")):
+        return path.resolve().name
+    return text.replace("/", "--")
+
+
+def fingerprint(name) -> str:
+    """SHA-256 (16 hex) of the model's safetensors weights when it is a local folder, else of its id."""
+    folder = model_folder(name)
+    h = hashlib.sha256()
+    files = sorted(folder.glob("*.safetensors")) if folder.is_dir() else []
+    if not files:
+        h.update(model_id(name).encode())
+    for f in files:
+        with open(f, "rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                h.update(chunk)
+    return h.hexdigest()[:16]

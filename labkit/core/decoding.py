@@ -1,0 +1,153 @@
+"""Plain and speculative decoding as small free functions named after their phases (batch size 1).
+
+Notation, used throughout labkit: p is the target distribution (the full model), q the draft
+distribution (the model with blocks skipped, a separate small model, or a copy from the context),
+both after the same :class:`~labkit.core.sampling.Warp`. A step drafts γ tokens d_1..d_γ (the policy
+decides γ, at most its ``max_draft``), verifies them in one forward of the target, accepts the first
+n and appends one token of the target's own, so it emits n + 1 tokens::
+
+    prefill  ->  repeat { draft  ->  verify  ->  accept  ->  record }
+
+The KV cache holds every emitted token but the last, which is *pending* (see :mod:`labkit.core.state`).
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import torch
+
+from .cache import new_cache
+from .drafters import Draft, Drafter, make_drafter
+from .forward import check_inputs, eos_set, forward_tokens
+from .policies import AdaptiveThreshold, DraftPolicy
+from .sampling import Warp, sample
+from .skip import SkipSet
+from .state import DecodingState
+from .trace import StepRecord, Trace
+from .verify import accept, target_logits, verify
+
+__all__ = ["GenerationResult", "autoregressive_generate", "speculative_generate", "prefill", "decode_one_token",
+           "speculative_step"]
+
+
+@dataclass
+class GenerationResult:
+    sequences: torch.LongTensor      # (1, prompt + new)
+    trace: Trace | None              # None for plain decoding
+    prompt_length: int
+    elapsed_s: float                 # wall time of the whole call
+
+    @property
+    def new_tokens(self) -> list[int]:
+        return self.sequences[0, self.prompt_length:].tolist()
+
+    @property
+    def ms_per_token(self) -> float:
+        n = self.sequences.shape[1] - self.prompt_length
+        return 1e3 * self.elapsed_s / n if n else float("nan")
+
+
+def prefill(model, input_ids: torch.LongTensor, cache) -> torch.Tensor:
+    """Read the prompt (1, T) into ``cache``; returns the logits (V,) at its last position."""
+    return forward_tokens(model, input_ids, 0, cache, logits_to_keep=1)[-1]
+
+
+def decode_one_token(model, token: int, position: int, cache) -> torch.Tensor:
+    """One plain step: feed ``token`` at ``position``; returns the next-token logits (V,)."""
+    return forward_tokens(model, [token], position, cache, logits_to_keep=1)[-1]
+
+
+def _choose(logits: torch.Tensor, warp: Warp, generator) -> int:
+    return sample(warp.probs(logits), generator) if warp.do_sample else int(logits.argmax())
+
+
+@torch.inference_mode()
+def autoregressive_generate(model, input_ids, max_new_tokens, do_sample=False, temperature=1.0, top_k=None,
+                            top_p=None, generator=None, *, eos_token_id=None) -> GenerationResult:
+    """One full forward per token, with a KV cache: the fair baseline. Stops at EOS (kept) or the budget."""
+    input_ids = check_inputs(model, input_ids, max_new_tokens)
+    warp = Warp(do_sample, temperature, top_k, top_p)
+    eos = eos_set(model, eos_token_id)
+    t0 = time.perf_counter()
+    prompt, new = input_ids[0].tolist(), []
+    if max_new_tokens > 0:
+        cache = new_cache(model)
+        logits = prefill(model, input_ids, cache)
+        while True:
+            new.append(_choose(logits, warp, generator))
+            if new[-1] in eos or len(new) == max_new_tokens:
+                break
+            logits = decode_one_token(model, new[-1], len(prompt) + len(new) - 1, cache)
+    return GenerationResult(torch.tensor([prompt + new]), None, len(prompt), time.perf_counter() - t0)
+
+
+def _check_policy(policy) -> DraftPolicy:
+    if policy is None:
+        return AdaptiveThreshold()
+    if not isinstance(policy, DraftPolicy):
+        raise TypeError(f"policy must be a labkit draft policy (FixedK, StaticThreshold, AdaptiveThreshold), got {policy!r}")
+    return policy
+
+
+def speculative_step(state: DecodingState, drafter: Drafter, policy: DraftPolicy, budget: int,
+                     keep_p: bool) -> StepRecord:
+    """One draft -> verify -> accept step with at most ``budget`` drafted tokens; returns its record."""
+    start, threshold = state.position, policy.threshold
+    t0 = time.perf_counter()
+    draft = drafter.draft(state, budget, policy) if budget > 0 else Draft()
+    t1 = time.perf_counter()
+    verdict = verify(state, target_logits(state, draft.tokens), draft, keep_p=keep_p)
+    new, kind = accept(state, draft.tokens, verdict)
+    drafter.commit(state, start, verdict.n_accepted)
+    if draft.source == "model":                          # copied drafts say nothing about the model's confidence
+        policy.update(len(draft), verdict.n_accepted)
+    t2 = time.perf_counter()
+    p_drafted = verdict.p[torch.arange(len(draft)), draft.tokens].tolist() if verdict.p is not None and draft.tokens else []
+    return StepRecord(
+        position=start, drafted=draft.tokens, q=draft.q, confidence=draft.confidence, p=p_drafted,
+        n_accepted=verdict.n_accepted, next_token=verdict.next_token if kind != "none" else -1, next_kind=kind,
+        threshold=threshold, draft_s=t1 - t0, verify_s=t2 - t1, policy_state=policy.state(),
+        n_emitted=len(new), draft_source=draft.source)
+
+
+@torch.inference_mode()
+def speculative_generate(model, input_ids, *, skip: SkipSet | None = None, draft_model=None,
+                         drafter: Drafter | None = None, policy: DraftPolicy | None = None, max_new_tokens: int = 64,
+                         do_sample: bool = False, temperature: float = 1.0, top_k: int | None = None,
+                         top_p: float | None = None, generator: torch.Generator | None = None, eos_token_id=None,
+                         lookup: int = 0, record_trace: bool = True) -> GenerationResult:
+    """Draft with ``model`` minus the blocks in ``skip`` (or with ``draft_model``, or any ``drafter``), verify
+    with ``model``. Greedy output is token-identical to plain greedy decoding; sampled output is an exact
+    sample of the (warped) target distribution.
+
+    ``policy`` (default: a fresh :class:`AdaptiveThreshold`) decides when drafting stops and keeps its state
+    across calls. ``lookup`` > 0 first tries a prompt-lookup draft of up to that many tokens copied from the
+    context (a point-mass q); the model drafts only when nothing matches.
+    """
+    input_ids = check_inputs(model, input_ids, max_new_tokens)
+    if drafter is None:
+        drafter = make_drafter(model, skip=skip, draft_model=draft_model, lookup=lookup)
+    elif not isinstance(drafter, Drafter):
+        raise TypeError(f"drafter must be a labkit.core.drafters.Drafter, got {type(drafter).__name__}")
+    elif skip is not None or draft_model is not None or lookup:
+        raise ValueError("give a drafter or skip / draft_model / lookup, not both")
+    policy = _check_policy(policy)
+    state = DecodingState(model, new_cache(model), input_ids[0].tolist(), input_ids.shape[1],
+                          Warp(do_sample, temperature, top_k, top_p), eos_set(model, eos_token_id), generator)
+    trace = Trace(prompt_length=state.prompt_length, sampling=do_sample)
+    t_start = time.perf_counter()
+    if state.prompt_length > 1 and max_new_tokens > 0:                   # everything but the pending token
+        prefill(model, input_ids[:, :-1], state.cache)
+        drafter.prefill(state, input_ids[:, :-1])
+    trace.prefill_s = time.perf_counter() - t_start
+    while state.n_emitted < max_new_tokens:
+        budget = min(policy.max_draft, max_new_tokens - state.n_emitted - 1)
+        step = speculative_step(state, drafter, policy, budget, keep_p=record_trace or do_sample)
+        if record_trace:
+            trace.steps.append(step)
+        if state.tokens[-1] in state.eos:
+            break
+    trace.total_s = time.perf_counter() - t_start
+    return GenerationResult(torch.tensor([state.tokens]), trace if record_trace else None, state.prompt_length,
+                            trace.total_s)

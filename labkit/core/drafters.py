@@ -1,0 +1,176 @@
+"""Who proposes the draft: one small interface, one class per strategy, kept apart from the verify loop.
+
+A :class:`Drafter` answers two questions each step (the seam transformers' candidate generators use):
+
+- ``draft(state, budget, policy)``: up to ``budget`` tokens d_1..d_γ with their draft probabilities q;
+- ``commit(state, verdict)``: what to keep of its own state once the target has verified the draft.
+
+Strategies: :class:`SelfDrafter` (the target with some blocks skipped, sharing the target's KV cache:
+Draft & Verify), :class:`ModelDrafter` (a separate small model with a cache of its own), and
+:class:`LookupDrafter` (tokens copied from earlier in the context, a point-mass q, falling back to
+another drafter when nothing matches). Drafting never decides what is emitted; verification does.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from .architectures import check_mask_free_drafting, check_supported
+from .cache import crop_to, new_cache
+from .forward import forward_tokens
+from .policies import DraftPolicy
+from .sampling import sample
+from .skip import SkipSet, skipping
+from .state import DecodingState
+
+__all__ = ["Draft", "Drafter", "SelfDrafter", "ModelDrafter", "LookupDrafter", "ngram_lookup", "make_drafter"]
+
+
+@dataclass
+class Draft:
+    tokens: list[int] = field(default_factory=list)         # d_1..d_γ
+    q: list[float] = field(default_factory=list)            # q(d_i)
+    confidence: list[float] = field(default_factory=list)   # max q at each position (what policies read)
+    q_dists: list[torch.Tensor] = field(default_factory=list)   # sampling only: q at each position, (V,) each
+    source: str = "model"                                    # 'model' or 'lookup'
+
+    def __len__(self) -> int:
+        return len(self.tokens)
+
+    def add(self, token: int, q: torch.Tensor, keep_dist: bool) -> None:
+        self.tokens.append(token)
+        self.q.append(float(q[token]))
+        self.confidence.append(float(q.max()))
+        if keep_dist:
+            self.q_dists.append(q)
+
+
+class Drafter:
+    """Interface. ``prefill`` reads the prompt (all but the pending token) into the drafter's own state."""
+
+    def prefill(self, state: DecodingState, prompt_ids: torch.Tensor) -> None:
+        """Called once, after the target read ``prompt_ids`` (1, T-1) into its cache."""
+
+    def draft(self, state: DecodingState, budget: int, policy: DraftPolicy) -> Draft:
+        raise NotImplementedError
+
+    def commit(self, state: DecodingState, start: int, n_accepted: int) -> None:
+        """Called after every verification of a step that began at position ``start``; ``state.tokens``
+        already holds what the step emitted, and the target's cache everything but the pending token."""
+
+
+def draft_tokens(model, cache, feed: list[int], start: int, state: DecodingState, budget: int,
+                 policy: DraftPolicy) -> tuple[Draft, int]:
+    """Autoregressive drafting with ``model`` from ``feed`` at position ``start``: stops at EOS, at ``budget``
+    tokens, or when ``policy`` says so after a token. Returns the draft and the next free cache position."""
+    draft = Draft()
+    while True:
+        logits = forward_tokens(model, feed, start, cache, logits_to_keep=1)[-1]     # (V,)
+        start += len(feed)
+        q = state.warp.probs(logits)                                                # (V,)
+        token = sample(q, state.generator) if state.warp.do_sample else int(logits.argmax())
+        draft.add(token, q, keep_dist=state.warp.do_sample)
+        if token in state.eos or len(draft) >= budget or not policy.keep_drafting(len(draft), draft.confidence[-1]):
+            return draft, start
+        feed = [token]
+
+
+class SelfDrafter(Drafter):
+    """The target with the blocks in ``skip`` removed (Draft & Verify): no second model, one shared cache."""
+
+    def __init__(self, model, skip: SkipSet | None = None):
+        skip = skip if skip is not None else SkipSet()
+        if not isinstance(skip, SkipSet):
+            raise TypeError(f"skip must be a labkit.SkipSet, got {type(skip).__name__}")
+        self.skip = skip.validate(model.config.num_hidden_layers)
+        check_mask_free_drafting(model, bool(self.skip.attention))
+        self.model = model
+
+    def draft(self, state: DecodingState, budget: int, policy: DraftPolicy) -> Draft:
+        with skipping(self.model, self.skip):
+            draft, _ = draft_tokens(self.model, state.cache, [state.tokens[-1]], state.position - 1, state, budget,
+                                    policy)
+        return draft
+
+
+class ModelDrafter(Drafter):
+    """A separate draft model sharing the target's tokenizer, with a KV cache of its own."""
+
+    def __init__(self, model, draft_model):
+        check_supported(draft_model)
+        if draft_model.config.vocab_size != model.config.vocab_size:
+            raise ValueError(
+                f"draft_model has a vocabulary of {draft_model.config.vocab_size} tokens, the model "
+                f"{model.config.vocab_size}: the draft must share the model's tokenizer"
+            )
+        self.model, self.cache, self.cached = draft_model, new_cache(draft_model), 0
+
+    def prefill(self, state: DecodingState, prompt_ids: torch.Tensor) -> None:
+        forward_tokens(self.model, prompt_ids, 0, self.cache, logits_to_keep=1)
+        self.cached = prompt_ids.shape[1]
+
+    def draft(self, state: DecodingState, budget: int, policy: DraftPolicy) -> Draft:
+        draft, self.cached = draft_tokens(self.model, self.cache, state.tokens[self.cached:], self.cached, state,
+                                          budget, policy)
+        return draft
+
+    def commit(self, state: DecodingState, start: int, n_accepted: int) -> None:
+        # still valid: positions before ``start`` (the pending token included) and the accepted drafts
+        self.cached = min(self.cached, start + n_accepted)
+        crop_to(self.cache, self.cached)
+
+
+def ngram_lookup(tokens: list[int], max_tokens: int, max_ngram: int = 3, min_ngram: int = 2) -> list[int]:
+    """Prompt-lookup draft: the tokens that followed the most recent earlier occurrence of the
+    sequence's last n tokens (longest n first). Free to compute; strong on code, which repeats itself."""
+    if max_tokens <= 0:
+        return []
+    length = len(tokens)
+    for n in range(min(max_ngram, length - 1), min_ngram - 1, -1):
+        suffix = tokens[-n:]
+        for start in range(length - n - 1, -1, -1):
+            if tokens[start: start + n] == suffix:
+                return tokens[start + n: start + n + max_tokens]
+    return []
+
+
+class LookupDrafter(Drafter):
+    """Prompt lookup first (up to ``max_tokens`` copied tokens, q = 1 on each); ``fallback`` drafts otherwise."""
+
+    def __init__(self, max_tokens: int, fallback: Drafter | None = None):
+        if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
+            raise ValueError(f"lookup must be an integer >= 0, got {max_tokens!r}")
+        self.max_tokens, self.fallback = max_tokens, fallback
+
+    def prefill(self, state: DecodingState, prompt_ids: torch.Tensor) -> None:
+        if self.fallback is not None:
+            self.fallback.prefill(state, prompt_ids)
+
+    def draft(self, state: DecodingState, budget: int, policy: DraftPolicy) -> Draft:
+        copied = ngram_lookup(state.tokens, min(self.max_tokens, budget))
+        for i, token in enumerate(copied):
+            if token in state.eos:                                  # stop a copied draft at EOS too
+                copied = copied[: i + 1]
+                break
+        if not copied:
+            return self.fallback.draft(state, budget, policy) if self.fallback is not None else Draft()
+        draft = Draft(source="lookup")
+        for token in copied:                                        # a point mass: q(d) = 1
+            q = torch.nn.functional.one_hot(torch.tensor(token), state.vocab_size).float()
+            draft.add(token, q, keep_dist=state.warp.do_sample)
+        return draft
+
+    def commit(self, state: DecodingState, start: int, n_accepted: int) -> None:
+        if self.fallback is not None:
+            self.fallback.commit(state, start, n_accepted)
+
+
+def make_drafter(model, *, skip: SkipSet | None = None, draft_model=None, lookup: int = 0) -> Drafter:
+    """The drafter ``speculative_generate``'s arguments describe (self-drafting unless a draft model is given)."""
+    if skip is not None and draft_model is not None:
+        raise ValueError("give either skip (self-drafting) or draft_model, not both")
+    if isinstance(lookup, bool) or not isinstance(lookup, int) or lookup < 0:
+        raise ValueError(f"lookup must be an integer >= 0, got {lookup!r}")
+    drafter = ModelDrafter(model, draft_model) if draft_model is not None else SelfDrafter(model, skip)
+    return LookupDrafter(lookup, drafter) if lookup else drafter

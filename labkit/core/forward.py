@@ -1,0 +1,72 @@
+"""One call of the model with the shared KV cache and explicit positions, and the checks on a call's inputs.
+
+Positions are always passed explicitly: while drafting, skipped attention blocks leave cache layers
+at different lengths, so no layer's length can be trusted to say where a token sits.
+"""
+from __future__ import annotations
+
+import torch
+
+from .architectures import check_supported
+
+__all__ = ["forward_tokens", "check_inputs", "eos_set"]
+
+
+def forward_tokens(model, token_ids: list[int] | torch.Tensor, start: int, cache, logits_to_keep: int = 0) -> torch.Tensor:
+    """Feed tokens at positions start.. into the model with the cache; returns (T or logits_to_keep, V) logits."""
+    ids = token_ids if isinstance(token_ids, torch.Tensor) else torch.tensor([token_ids])
+    if ids.dim() == 1:
+        ids = ids[None]
+    positions = torch.arange(start, start + ids.shape[1])[None]              # (1, T)
+    extra = {}
+    layer_types = getattr(model.config, "layer_types", None)
+    if ids.shape[1] == 1 and layer_types:
+        # One query token attends to everything cached, in every layer: no mask. Passing the
+        # mapping skips mask building, which would size the mask from one cache layer while
+        # drafting has left layers at different lengths.
+        extra["attention_mask"] = dict.fromkeys(set(layer_types))
+    out = model(input_ids=ids, position_ids=positions, past_key_values=cache, use_cache=True,
+                logits_to_keep=logits_to_keep, **extra)
+    return out.logits[0]                                                     # (T', V)
+
+
+def check_inputs(model, input_ids, max_new_tokens) -> torch.LongTensor:
+    """``input_ids`` as a (1, T) LongTensor, or a TypeError/ValueError naming the bad argument."""
+    check_supported(model)
+    if not isinstance(input_ids, torch.Tensor):
+        raise TypeError(f"input_ids must be a torch.LongTensor, got {type(input_ids).__name__}")
+    if input_ids.dtype not in (torch.int64, torch.int32):
+        raise TypeError(f"input_ids must hold integer token ids, got dtype {input_ids.dtype}")
+    if input_ids.dim() == 1:
+        input_ids = input_ids[None]
+    if input_ids.dim() != 2:
+        raise ValueError(f"input_ids must have shape (1, T), got {tuple(input_ids.shape)}")
+    if input_ids.shape[0] != 1:
+        raise ValueError(f"input_ids has batch size {input_ids.shape[0]}; labkit decodes batch size 1 only")
+    if input_ids.shape[1] == 0:
+        raise ValueError("input_ids is empty: the prompt needs at least one token")
+    if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int):
+        raise TypeError(f"max_new_tokens must be an integer, got {max_new_tokens!r}")
+    if max_new_tokens < 0:
+        raise ValueError(f"max_new_tokens must be >= 0, got {max_new_tokens}")
+    vocab = model.config.vocab_size
+    if int(input_ids.min()) < 0 or int(input_ids.max()) >= vocab:
+        raise ValueError(f"input_ids holds token ids outside the vocabulary [0, {vocab})")
+    limit = getattr(model.config, "max_position_embeddings", None)
+    if limit is not None and input_ids.shape[1] + max_new_tokens > limit:
+        raise ValueError(
+            f"prompt ({input_ids.shape[1]} tokens) + max_new_tokens ({max_new_tokens}) exceeds the model's "
+            f"context of {limit} positions"
+        )
+    return input_ids.long()
+
+
+def eos_set(model, eos_token_id) -> frozenset[int]:
+    """The token ids that end generation: ``eos_token_id`` if given (``[]`` for none), else the model's own."""
+    if eos_token_id is None:
+        eos_token_id = getattr(model.generation_config, "eos_token_id", None)
+    if eos_token_id is None:
+        return frozenset()
+    if isinstance(eos_token_id, int):
+        return frozenset([eos_token_id])
+    return frozenset(int(e) for e in eos_token_id)

@@ -1,0 +1,76 @@
+"""Checking a draft with one forward pass of the target (Leviathan et al. 2023; Chen et al. 2023).
+
+The target reads [pending, d_1..d_γ] in one forward and so has p at every drafted position, plus one
+more. Greedy: accept the longest prefix of the draft that equals the target's argmax. Sampling:
+accept d_i with probability min(1, p(d_i) / q(d_i)); at the first rejection draw the replacement from
+normalise(max(0, p - q)). Either way the step emits the accepted tokens and one token of the target's
+own (the *replacement*, or a *bonus* token after a fully accepted draft), so every emitted token is
+what plain decoding would give: the same token (greedy) or an exact sample of p (sampling).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from .cache import crop_to
+from .forward import forward_tokens
+from .sampling import residual_distribution, sample
+from .state import DecodingState
+
+__all__ = ["Verdict", "target_logits", "verify", "verify_greedy", "verify_sampling", "accept"]
+
+
+@dataclass
+class Verdict:
+    n_accepted: int                 # n: the first n drafted tokens are kept
+    next_token: int                 # the target's replacement for d_{n+1}, or its bonus token
+    p: torch.Tensor | None          # (γ+1, V) target probabilities (None: greedy without a trace)
+
+
+def verify_greedy(logits: torch.Tensor, drafted: list[int]) -> tuple[int, int]:
+    """Accept the longest prefix of the draft that matches the target's argmax. logits: (γ+1, V)."""
+    target = logits.argmax(dim=-1).tolist()                                   # (γ+1,)
+    n = 0
+    while n < len(drafted) and drafted[n] == target[n]:
+        n += 1
+    return n, target[n]
+
+
+def verify_sampling(p: torch.Tensor, q_dists: list[torch.Tensor], drafted: list[int], generator) -> tuple[int, int]:
+    """Speculative sampling: accept d_i with prob min(1, p/q); else draw from normalise(max(0, p - q))."""
+    for i, d in enumerate(drafted):
+        p_d, q_d = float(p[i, d]), float(q_dists[i][d])
+        if float(torch.rand((), generator=generator)) * q_d < p_d:           # r < p/q, safe when q_d > 0
+            continue
+        return i, sample(residual_distribution(p[i], q_dists[i]), generator)
+    return len(drafted), sample(p[len(drafted)], generator)
+
+
+def verify(state: DecodingState, logits: torch.Tensor, draft, *, keep_p: bool) -> Verdict:
+    """The verdict on ``draft`` given the target's logits (γ+1, V) at [pending, d_1..d_γ]."""
+    if state.warp.do_sample:
+        p = state.warp.probs(logits)                                          # (γ+1, V)
+        n, token = verify_sampling(p, draft.q_dists, draft.tokens, state.generator)
+        return Verdict(n, token, p)
+    n, token = verify_greedy(logits, draft.tokens)
+    return Verdict(n, token, torch.softmax(logits.float(), dim=-1) if keep_p else None)
+
+
+def target_logits(state: DecodingState, drafted: list[int]) -> torch.Tensor:
+    """(γ+1, V): one forward of the full model over the pending token and the draft."""
+    crop_to(state.cache, state.position - 1)           # skipped attention appended nothing: realign layers
+    return forward_tokens(state.model, [state.tokens[-1]] + drafted, state.position - 1, state.cache)
+
+
+def accept(state: DecodingState, drafted: list[int], verdict: Verdict) -> tuple[list[int], str]:
+    """Append the accepted tokens and the target's own; returns (new tokens, 'replacement'|'bonus'|'none')."""
+    new = drafted[:verdict.n_accepted]
+    if new and new[-1] in state.eos:                    # the draft ended on an accepted EOS: nothing more
+        kind = "none"
+    else:
+        new.append(verdict.next_token)
+        kind = "bonus" if verdict.n_accepted == len(drafted) else "replacement"
+    state.tokens.extend(new)
+    crop_to(state.cache, len(state.tokens) - 1)         # keep the accepted prefix, the new last token pending
+    return new, kind

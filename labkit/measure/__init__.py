@@ -1,0 +1,2 @@
+"""Measuring what the engine does on this machine: agreement α, the cost model (c, c_v), the analytic speedup,
+skip robustness, wall-clock comparisons, the benchmark and the playground's grid."""

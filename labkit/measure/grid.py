@@ -1,0 +1,545 @@
+"""The playground's grid (notebook 04): every setting measured beforehand, so a slider answers in milliseconds.
+
+    python -m labkit.playground --model default      # writes data/playground/default.json
+
+Axes: the skip ratio (one skip set per 0.125-wide ratio bucket: the searched best there,
+:func:`labkit.artifacts.results.skip_sets_by_bucket`), the draft-exit threshold (static, or the *initial*
+threshold of :class:`~labkit.core.policies.AdaptiveThreshold`), the maximum draft length γ, and the policy.
+Each cell holds, over the same few held-out prompts (greedy, a fixed number of new tokens, EOS ignored):
+α = accepted / drafted, tokens per step, d = drafted per step, ms per token, the plain loop's ms per token
+from the plain runs just before and after the cell's own run (so a slow patch of the machine hits both
+sides alike) and their ratio, the speedup; c and c_v (draft ms per drafted token and verify ms per step,
+relative to the plain loop) from the decoder's own phase timings, and the analytic limit (A + 1)/(d c + c_v);
+the same limit from forward passes only (``*_forward``, from a :class:`~labkit.measure.costmodel.CostModel`
+measured at the start). The file also records the machine, the date, the command and the prompts.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import random
+import shlex
+import statistics
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from ..artifacts.models import load_model, model_key
+from ..artifacts.paths import PLAYGROUND_DIR
+from ..artifacts.prompts import prompts as held_out_prompts
+from ..artifacts.results import bucket_index, ratio_buckets, skip_sets_by_bucket
+from ..core.decoding import autoregressive_generate, speculative_generate
+from ..core.policies import AdaptiveThreshold, StaticThreshold
+from ..core.skip import SkipSet
+from .analytic import trace_speedup
+from .costmodel import CostModel, measure_cost_model
+from .machine import machine_info
+
+__all__ = [
+    "DEFAULT_THRESHOLDS", "DEFAULT_MAX_DRAFTS", "POLICIES", "PAPER", "GridConfig", "Setting", "PlaygroundGrid",
+    "make_policy", "compute_grid", "save_grid", "load_grid", "grid_path", "regenerate_command", "measure_live", "main",
+]
+
+FORMAT = "labkit.playground/1"
+DEFAULT_THRESHOLDS = (0.0, 0.2, 0.4, 0.6, 0.8, 0.9)
+DEFAULT_MAX_DRAFTS = (4, 8, 12)
+POLICIES = ("static", "adaptive")
+PAPER = {"ratio": 0.5, "policy": "adaptive", "threshold": 0.6, "max_draft": 12}   # Draft & Verify's setting
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One point of the grid: which skip set (by its ratio), threshold, maximum draft, policy."""
+
+    ratio: float
+    threshold: float
+    max_draft: int
+    policy: str = "static"
+
+    def __post_init__(self) -> None:
+        if self.policy not in POLICIES:
+            raise ValueError(f"policy must be one of {POLICIES}, got {self.policy!r}")
+
+    def describe(self) -> str:
+        kind = "threshold" if self.policy == "static" else "initial threshold"
+        return (f"skip ratio {self.ratio:.3f}, {self.policy} policy, {kind} {self.threshold:g}, "
+                f"max draft {self.max_draft}")
+
+
+@dataclass
+class GridConfig:
+    """What :func:`compute_grid` measures (defaults sized for ≤ 10 min on 2 CPU cores)."""
+
+    thresholds: tuple[float, ...] = DEFAULT_THRESHOLDS
+    max_drafts: tuple[int, ...] = DEFAULT_MAX_DRAFTS
+    policies: tuple[str, ...] = POLICIES
+    n_prompts: int = 2
+    max_new_tokens: int = 64
+    prompt_seed: int = 0
+    seed: int = 0                       # order of the cells inside a block
+    plain_every: int = 9                # a plain-loop run after every this many speculative runs
+    max_ratio: float = 1.0              # leave out searched skip sets above this skip ratio
+    cost_model_repeats: int = 5         # 0: no cost model; the analytic limit then uses the trace timings
+    cost_model_sets: int | None = None  # random skip sets of the cost-model regression (default 4L + 8)
+
+    def __post_init__(self) -> None:
+        self.thresholds = tuple(float(t) for t in self.thresholds)
+        self.max_drafts = tuple(int(k) for k in self.max_drafts)
+        self.policies = tuple(self.policies)
+        for t in self.thresholds:
+            if not 0.0 <= t <= 1.0:
+                raise ValueError(f"thresholds must lie in [0, 1], got {t}")
+        if any(k < 1 for k in self.max_drafts):
+            raise ValueError(f"max_drafts must be >= 1, got {self.max_drafts}")
+        if not self.thresholds or not self.max_drafts or not self.policies:
+            raise ValueError("thresholds, max_drafts and policies must not be empty")
+        for p in self.policies:
+            if p not in POLICIES:
+                raise ValueError(f"policies must be among {POLICIES}, got {p!r}")
+        if self.n_prompts < 1 or self.max_new_tokens < 2 or self.plain_every < 1:
+            raise ValueError("n_prompts and plain_every must be >= 1, max_new_tokens >= 2")
+
+
+def make_policy(policy: str, threshold: float, max_draft: int):
+    """A fresh draft policy: ``StaticThreshold(threshold, max_draft)`` or
+    ``AdaptiveThreshold(initial_threshold=threshold, max_draft=max_draft)`` (official defaults otherwise)."""
+    if policy == "static":
+        return StaticThreshold(float(threshold), int(max_draft))
+    if policy == "adaptive":
+        return AdaptiveThreshold(initial_threshold=float(threshold), max_draft=int(max_draft))
+    raise ValueError(f"policy must be one of {POLICIES}, got {policy!r}")
+
+
+def grid_path(model: str = "default", playground_dir=None) -> Path:
+    return Path(playground_dir or PLAYGROUND_DIR) / f"{model_key(model)}.json"
+
+
+def regenerate_command(model: str = "default") -> str:
+    return f"python -m labkit.playground --model {shlex.quote(str(model))}"
+
+
+def _rounded(value, digits: int = 5):
+    if isinstance(value, float):
+        if math.isnan(value) or math.isinf(value):
+            return None
+        return float(f"{value:.{digits}g}")
+    return value
+
+
+class _CellStats:
+    """Running sums of one cell over prompts."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+        self.new_tokens = self.steps = self.drafted = self.accepted = self.emitted = 0
+        self.draft_s = self.verify_s = 0.0
+        self.verify_model_ms = 0.0          # sum over steps of the cost model's verify cost
+        self.identical: list[bool] = []
+        self.thresholds: list[float] = []
+        self.final_threshold = float("nan")
+        self.plain_s, self.plain_tokens = 0.0, 0    # the plain-loop runs this cell is compared with
+
+    def add(self, result, plain_sequence, cost_model) -> None:
+        trace = result.trace
+        self.seconds += result.elapsed_s
+        self.new_tokens += result.sequences.shape[1] - result.prompt_length
+        self.steps += len(trace.steps)
+        self.drafted += trace.n_drafted
+        self.accepted += trace.n_accepted
+        self.emitted += trace.n_emitted
+        self.draft_s += sum(s.draft_s for s in trace.steps)
+        self.verify_s += sum(s.verify_s for s in trace.steps)
+        if cost_model is not None:
+            self.verify_model_ms += sum(cost_model.verify_step_ms(min(s.n_drafted, cost_model.max_draft))
+                                        for s in trace.steps)
+        self.thresholds.extend(s.threshold for s in trace.steps if s.threshold is not None)
+        if trace.steps and trace.steps[-1].policy_state.get("threshold") is not None:
+            self.final_threshold = float(trace.steps[-1].policy_state["threshold"])
+        if plain_sequence is not None:
+            self.identical.append(bool(torch.equal(result.sequences, plain_sequence)))
+
+
+def _cell_row(setting: Setting, st: _CellStats, plain_ms: float, c_forward: float | None, cost_model) -> dict:
+    nan = float("nan")
+    ms = 1e3 * st.seconds / st.new_tokens if st.new_tokens else nan
+    A = st.accepted / st.steps if st.steps else nan
+    d = st.drafted / st.steps if st.steps else nan
+    # costs relative to the plain loop's ms per token, from the decoder's own phase timings (same run)
+    c = (1e3 * st.draft_s / st.drafted) / plain_ms if st.drafted else 0.0
+    c_v = (1e3 * st.verify_s / st.steps) / plain_ms if st.steps else nan
+    analytic = trace_speedup(A, d, c, c_v) if st.steps and c_v > 0 else nan
+    # the same from the cost model: forward passes only, relative to the full model's one-token forward
+    c_v_forward = analytic_forward = nan
+    if cost_model is not None and st.steps:
+        c_v_forward = st.verify_model_ms / st.steps / cost_model.full_step_ms
+        analytic_forward = trace_speedup(A, d, c_forward, c_v_forward)
+    return {
+        "ratio": setting.ratio, "threshold": setting.threshold, "max_draft": setting.max_draft,
+        "policy": setting.policy,
+        "acceptance_rate": st.accepted / st.drafted if st.drafted else nan,
+        "tokens_per_step": st.emitted / st.steps if st.steps else nan,
+        "drafted_per_step": d, "accepted_per_step": A,
+        "ms_per_token": ms, "plain_ms_per_token": plain_ms, "speedup": plain_ms / ms if ms > 0 else nan,
+        "c": c, "c_v": c_v, "analytic_speedup": analytic,
+        "c_forward": nan if c_forward is None else c_forward, "c_v_forward": c_v_forward,
+        "analytic_speedup_forward": analytic_forward,
+        "mean_threshold": statistics.fmean(st.thresholds) if st.thresholds else nan,
+        "final_threshold": st.final_threshold,
+        "steps": st.steps, "drafted": st.drafted, "accepted": st.accepted, "new_tokens": st.new_tokens,
+        "identical_to_plain": all(st.identical) if st.identical else None,
+    }
+
+
+def _grid_entries(model_name, n_layers: int, cfg: GridConfig, skip_sets, search_dir) -> tuple[list[dict], str]:
+    """The skip sets of the grid's ratio axis, by ratio, and where they came from."""
+    if skip_sets is None:
+        entries = [e for e in skip_sets_by_bucket(model_name, n_layers, search_dir=search_dir)
+                   if e["ratio"] <= cfg.max_ratio + 1e-9]
+        if not entries:
+            raise ValueError(f"no searched skip set of {model_name!r} has a skip ratio <= {cfg.max_ratio}")
+        return entries, "labkit.best_skip_set (search results, best set per 0.125-wide ratio bucket)"
+    entries = [{"bucket": list(ratio_buckets()[bucket_index(s.ratio(n_layers))]), "ratio": s.ratio(n_layers),
+                "n_skipped": s.n_skipped, "skip": s.to_dict()} for s in skip_sets]
+    return sorted(entries, key=lambda e: e["ratio"]), "given skip sets"
+
+
+def _grid_prompts(tokenizer, cfg: GridConfig, prompt_texts) -> tuple[list[dict], list[torch.Tensor]]:
+    if prompt_texts is None:
+        info = [{"source": p.source, "text": p.text} for p in held_out_prompts(cfg.n_prompts, seed=cfg.prompt_seed)]
+    else:
+        info = [{"source": f"given prompt {i}", "text": t} for i, t in enumerate(prompt_texts[: cfg.n_prompts])]
+    ids = [tokenizer(p["text"], return_tensors="pt", add_special_tokens=False)["input_ids"] for p in info]
+    for p, x in zip(info, ids):
+        p["n_tokens"] = int(x.shape[1])
+    return info, ids
+
+
+class _GridRunner:
+    """Runs the cells of one skip set, interleaved with plain-loop runs (see :func:`compute_grid`)."""
+
+    def __init__(self, model, cfg: GridConfig, settings: list[tuple], cost_model, bar):
+        self.model, self.cfg, self.settings, self.cost_model, self.bar = model, cfg, settings, cost_model, bar
+        self.rng = random.Random(cfg.seed)
+
+    def spec(self, ids, skip, policy, n=None):
+        return speculative_generate(self.model, ids, skip=skip, policy=policy, max_new_tokens=n or self.cfg.max_new_tokens,
+                                    eos_token_id=[])
+
+    def plain(self, ids, n=None):
+        return autoregressive_generate(self.model, ids, n or self.cfg.max_new_tokens, eos_token_id=[])
+
+    def one_prompt(self, ids, skip, policies: dict, stats: dict) -> list:
+        """The cells in a shuffled order, a plain run before the first and after every ``plain_every``."""
+        order = list(self.settings)
+        self.rng.shuffle(order)
+        previous = self.plain(ids)
+        runs = [previous]
+        for i in range(0, len(order), self.cfg.plain_every):
+            results = []
+            for s in order[i: i + self.cfg.plain_every]:
+                results.append((s, self.spec(ids, skip, policies[s])))
+                self.bar.update()
+            following = self.plain(ids)
+            runs.append(following)
+            for s, result in results:                      # compared with the two plain runs around them
+                stats[s].add(result, previous.sequences, self.cost_model)
+                stats[s].plain_s += previous.elapsed_s + following.elapsed_s
+                stats[s].plain_tokens += 2 * self.cfg.max_new_tokens
+            previous = following
+        return runs
+
+    def skip_set(self, entry: dict, prompt_ids) -> tuple[list[dict], dict]:
+        """The cells of one skip set (rows) and its ratio-axis entry."""
+        skip = SkipSet.from_dict(entry["skip"])
+        c_forward = self.cost_model.draft_cost_ratio(skip) if self.cost_model is not None else None
+        policies = {s: make_policy(s[2], s[0], s[1]) for s in self.settings}     # one per cell: adaptive state carries
+        stats = {s: _CellStats() for s in self.settings}
+        n = self.cfg.max_new_tokens
+        by_prompt = [self.one_prompt(ids, skip, policies, stats) for ids in prompt_ids]
+        plain_ms = [1e3 * sum(r.elapsed_s for r in runs) / (n * len(runs)) for runs in by_prompt]
+        all_runs = [r for runs in by_prompt for r in runs]
+        cells = [_cell_row(Setting(entry["ratio"], t, k, p), stats[(t, k, p)],
+                           1e3 * stats[(t, k, p)].plain_s / stats[(t, k, p)].plain_tokens, c_forward, self.cost_model)
+                 for (t, k, p) in self.settings]
+        ratio_row = {**entry, "plain_ms_per_token": 1e3 * sum(r.elapsed_s for r in all_runs) / (n * len(all_runs)),
+                     "plain_ms_per_token_by_prompt": plain_ms, "c_forward": c_forward}
+        return cells, ratio_row
+
+
+def _grid_cost_model(model, model_name, cfg: GridConfig, prompt_info: list[dict]):
+    if cfg.cost_model_repeats <= 0:
+        return None
+    context = int(statistics.fmean(p["n_tokens"] for p in prompt_info) + cfg.max_new_tokens // 2)
+    return measure_cost_model(model, context=context, repeats=cfg.cost_model_repeats,
+                              max_draft=max(max(cfg.max_drafts), 1), n_sets=cfg.cost_model_sets,
+                              model_name=str(model_name))
+
+
+def compute_grid(model, tokenizer, *, model_name: str, config: GridConfig | None = None,
+                 skip_sets: Sequence[SkipSet] | None = None, search_dir=None, prompt_texts: Sequence[str] | None = None,
+                 command: str | None = None, progress: bool = True) -> dict:
+    """Measure the playground grid of ``model`` on this machine; returns the JSON-able grid.
+
+    ``skip_sets``: the sets to use (default: the searched best set of every ratio bucket).
+    ``prompt_texts``: default ``labkit.prompts(n_prompts, seed=prompt_seed)``. For each skip set and prompt,
+    the cells run in a shuffled order with a plain-loop run before the first and after every ``plain_every``;
+    a cell's speedup is relative to the plain runs around it (summed over prompts).
+    """
+    cfg = config or GridConfig()
+    t_start = time.perf_counter()
+    entries, source = _grid_entries(model_name, int(model.config.num_hidden_layers), cfg, skip_sets, search_dir)
+    prompt_info, prompt_ids = _grid_prompts(tokenizer, cfg, prompt_texts)
+    cost_model = _grid_cost_model(model, model_name, cfg, prompt_info)
+    settings = [(t, k, p) for p in cfg.policies for k in cfg.max_drafts for t in cfg.thresholds]
+    bar = tqdm(total=len(entries) * len(prompt_ids) * len(settings), desc=f"playground grid ({model_name})",
+               unit="run", disable=not progress, dynamic_ncols=True)
+    runner = _GridRunner(model, cfg, settings, cost_model, bar)
+    runner.plain(prompt_ids[0], min(16, cfg.max_new_tokens))                   # warm-up, not timed
+    for p in cfg.policies:
+        runner.spec(prompt_ids[0], SkipSet.from_dict(entries[len(entries) // 2]["skip"]), make_policy(p, 0.6, 4),
+                    min(16, cfg.max_new_tokens))
+    cells, ratio_rows = [], []
+    for entry in entries:
+        rows, ratio_row = runner.skip_set(entry, prompt_ids)
+        cells += rows
+        ratio_rows.append(ratio_row)
+    bar.close()
+    return _grid_payload(model, model_name, cfg, source, prompt_info, ratio_rows, cells, cost_model, command,
+                         time.perf_counter() - t_start)
+
+
+def _grid_payload(model, model_name, cfg, source, prompt_info, ratio_rows, cells, cost_model, command,
+                  seconds: float) -> dict:
+    adaptive = make_policy("adaptive", 0.6, 12)
+    return {
+        "format": FORMAT, "model": str(model_name), "n_layers": int(model.config.num_hidden_layers),
+        "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "machine": machine_info(),
+        "command": command or regenerate_command(model_name), "seconds": round(seconds, 1),
+        "settings": {**asdict(cfg), "skip_set_source": source, "decoding": "greedy, EOS ignored",
+                     "timing": "wall clock of whole calls (prefill included) / new tokens",
+                     "adaptive_policy": {k: getattr(adaptive, k) for k in ("beta1", "target", "epsilon", "beta2")}},
+        "prompts": prompt_info,
+        "ratios": [{k: _rounded(v) for k, v in r.items()} for r in ratio_rows],
+        "cost_model": cost_model.to_dict() if cost_model is not None else None,
+        "columns": list(cells[0]),
+        "cells": [{k: _rounded(v) for k, v in c.items()} for c in cells],
+    }
+
+
+def save_grid(grid: dict, path) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(grid, indent=1))
+    return path
+
+
+def load_grid(model: str = "default", playground_dir=None, *, path=None) -> "PlaygroundGrid":
+    """Read the precomputed grid of ``model`` (``data/playground/<model>.json``).
+
+    A missing file raises ``FileNotFoundError`` naming the command that regenerates it.
+    """
+    path = Path(path) if path is not None else grid_path(model, playground_dir)
+    if not path.exists():
+        raise FileNotFoundError(
+            f"no playground grid for model {str(model)!r} at {path}; regenerate it with "
+            f"`{regenerate_command(model)}` (about 5-10 minutes on 2 CPU cores; needs the model in data/models "
+            f"and its search results in data/search)")
+    data = json.loads(path.read_text())
+    if data.get("format") != FORMAT:
+        raise ValueError(f"{path} is not a playground grid (format {data.get('format')!r}, expected {FORMAT!r}); "
+                         f"regenerate it with `{regenerate_command(model)}`")
+    return PlaygroundGrid(data, name=str(model), path=path)
+
+
+def _nan(v) -> float:
+    return float("nan") if v is None else float(v)
+
+
+class PlaygroundGrid:
+    """A loaded grid with O(1) look-ups by :class:`Setting`."""
+
+    METRICS = ("acceptance_rate", "tokens_per_step", "drafted_per_step", "speedup", "analytic_speedup", "c",
+               "c_v", "c_forward", "analytic_speedup_forward", "ms_per_token", "plain_ms_per_token",
+               "mean_threshold", "final_threshold")
+
+    def __init__(self, data: dict, name: str | None = None, path=None):
+        self.data, self.path = data, path
+        self.name = name or data["model"]
+        self.ratios = sorted({float(r["ratio"]) for r in data["ratios"]})
+        self.thresholds = sorted({float(c["threshold"]) for c in data["cells"]})
+        self.max_drafts = sorted({int(c["max_draft"]) for c in data["cells"]})
+        self.policies = [p for p in POLICIES if any(c["policy"] == p for c in data["cells"])]
+        self._ratio_entries = {float(r["ratio"]): r for r in data["ratios"]}
+        self._cells = {(float(c["ratio"]), float(c["threshold"]), int(c["max_draft"]), c["policy"]): c
+                       for c in data["cells"]}
+        # dense arrays [ratio, threshold, max_draft, policy] per metric: slices are cheap
+        shape = (len(self.ratios), len(self.thresholds), len(self.max_drafts), len(self.policies))
+        self._arrays = {m: np.full(shape, np.nan) for m in self.METRICS}
+        ri = {r: i for i, r in enumerate(self.ratios)}
+        ti = {t: i for i, t in enumerate(self.thresholds)}
+        ki = {k: i for i, k in enumerate(self.max_drafts)}
+        pi = {p: i for i, p in enumerate(self.policies)}
+        for (r, t, k, p), c in self._cells.items():
+            for m in self.METRICS:
+                self._arrays[m][ri[r], ti[t], ki[k], pi[p]] = _nan(c.get(m))
+        self._index = (ri, ti, ki, pi)
+        self.cost_model = None
+        if data.get("cost_model"):
+            self.cost_model = CostModel.from_dict(data["cost_model"])
+
+    # -- look-ups ---------------------------------------------------------------------------
+    def __len__(self) -> int:
+        return len(self._cells)
+
+    @property
+    def prompt_texts(self) -> list[str]:
+        return [p["text"] for p in self.data["prompts"]]
+
+    def nearest(self, ratio=None, threshold=None, max_draft=None, policy=None) -> Setting:
+        """The grid setting nearest to the given values (None: the paper's value, or the grid's first)."""
+        def near(values, target):
+            return min(values, key=lambda v: (abs(v - target), v))
+        return Setting(
+            near(self.ratios, PAPER["ratio"] if ratio is None else ratio),
+            near(self.thresholds, PAPER["threshold"] if threshold is None else threshold),
+            near(self.max_drafts, PAPER["max_draft"] if max_draft is None else max_draft),
+            (policy if policy in self.policies else
+             (PAPER["policy"] if PAPER["policy"] in self.policies else self.policies[0])))
+
+    def cell(self, setting: Setting) -> dict:
+        key = (float(setting.ratio), float(setting.threshold), int(setting.max_draft), setting.policy)
+        if key not in self._cells:
+            raise KeyError(f"the grid of {self.name!r} has no cell {setting.describe()}")
+        return self._cells[key]
+
+    def ratio_entry(self, ratio: float) -> dict:
+        return self._ratio_entries[float(ratio)]
+
+    def skip_set(self, ratio: float) -> SkipSet:
+        return SkipSet.from_dict(self.ratio_entry(ratio)["skip"])
+
+    def vs_ratio(self, metric: str, setting: Setting) -> np.ndarray:
+        _, ti, ki, pi = self._index
+        return self._arrays[metric][:, ti[setting.threshold], ki[setting.max_draft], pi[setting.policy]]
+
+    def vs_threshold(self, metric: str, setting: Setting) -> np.ndarray:
+        ri, _, ki, pi = self._index
+        return self._arrays[metric][ri[setting.ratio], :, ki[setting.max_draft], pi[setting.policy]]
+
+    def best(self) -> tuple[Setting, dict]:
+        """The cell with the highest measured speedup."""
+        key, cell = max(self._cells.items(), key=lambda kv: -math.inf if kv[1].get("speedup") is None
+                        else kv[1]["speedup"])
+        return Setting(*key), cell
+
+    def to_frame(self):
+        import pandas as pd
+
+        return pd.DataFrame(self.data["cells"])
+
+    RATIO_COLUMNS = ("ratio", "acceptance_rate", "tokens_per_step", "drafted_per_step", "ms_per_token",
+                     "plain_ms_per_token", "speedup", "analytic_speedup", "c", "c_v", "analytic_speedup_forward")
+
+    def ratio_frame(self, setting: Setting):
+        """One row per skip set: the cells at ``setting``'s policy, threshold and max draft, by skip ratio."""
+        frame = self.to_frame()
+        rows = frame[(frame.policy == setting.policy) & (frame.threshold == setting.threshold)
+                     & (frame.max_draft == setting.max_draft)]
+        return rows[list(self.RATIO_COLUMNS)].sort_values("ratio").reset_index(drop=True)
+
+    def describe(self) -> str:
+        d = self.data
+        return (f"grid of {self.name!r}: {len(self.ratios)} skip ratios x {len(self.thresholds)} thresholds x "
+                f"{len(self.max_drafts)} max drafts x {len(self.policies)} policies = {len(self)} cells; "
+                f"{d['settings']['n_prompts']} prompts x {d['settings']['max_new_tokens']} tokens; measured "
+                f"{d['created_at']} on {d['machine'].get('processor', '?')} ({d['machine'].get('torch_threads')} "
+                f"thread(s)) in {d['seconds']:.0f} s by `{d['command']}`")
+
+
+def measure_live(model, tokenizer, skip: SkipSet, setting: Setting, prompt_texts: Sequence[str], *,
+                 max_new_tokens: int = 48, cost_model=None) -> dict:
+    """Re-measure one setting on this machine: for each prompt the plain loop, the speculative run,
+    the plain loop again (interleaved, after one untimed warm-up of each); greedy, EOS ignored."""
+    t0 = time.perf_counter()
+    ids_list = [tokenizer(t, return_tensors="pt", add_special_tokens=False)["input_ids"] for t in prompt_texts]
+    policy = make_policy(setting.policy, setting.threshold, setting.max_draft)
+    warm = min(8, max_new_tokens)
+    autoregressive_generate(model, ids_list[0], warm, eos_token_id=[])
+    speculative_generate(model, ids_list[0], skip=skip, policy=make_policy(setting.policy, setting.threshold,
+                                                                           setting.max_draft),
+                         max_new_tokens=warm, eos_token_id=[])
+    st = _CellStats()
+    plain_s, plain_n = 0.0, 0
+    for ids in ids_list:
+        before = autoregressive_generate(model, ids, max_new_tokens, eos_token_id=[])
+        st.add(speculative_generate(model, ids, skip=skip, policy=policy, max_new_tokens=max_new_tokens,
+                                    eos_token_id=[]), before.sequences, cost_model)
+        after = autoregressive_generate(model, ids, max_new_tokens, eos_token_id=[])
+        plain_s += before.elapsed_s + after.elapsed_s
+        plain_n += 2 * max_new_tokens
+    plain_ms = 1e3 * plain_s / plain_n
+    c_forward = cost_model.draft_cost_ratio(skip) if cost_model is not None else None
+    row = _cell_row(setting, st, plain_ms, c_forward, cost_model)
+    row["n_prompts"], row["max_new_tokens"] = len(ids_list), max_new_tokens
+    row["seconds"] = time.perf_counter() - t0
+    row["measured_at"] = time.strftime("%Y-%m-%dT%H:%M:%S")
+    return row
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m labkit.playground",
+        description="Measure the skip-ratio × threshold grid of notebook 04 and save it as JSON "
+                    "(default: data/playground/<model>.json).")
+    p.add_argument("--model", default="default", help="shipped model name or a Hugging Face model folder")
+    p.add_argument("--out", default=None, help="JSON path (default: data/playground/<model>.json)")
+    p.add_argument("--search-dir", default=None, help="folder of the search results (default: data/search)")
+    p.add_argument("--thresholds", type=float, nargs="+", default=list(DEFAULT_THRESHOLDS))
+    p.add_argument("--max-drafts", type=int, nargs="+", default=list(DEFAULT_MAX_DRAFTS))
+    p.add_argument("--policies", nargs="+", default=list(POLICIES), choices=POLICIES)
+    p.add_argument("--n-prompts", type=int, default=GridConfig.n_prompts)
+    p.add_argument("--max-new-tokens", type=int, default=GridConfig.max_new_tokens)
+    p.add_argument("--prompt-seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="order of the cells inside a block")
+    p.add_argument("--max-ratio", type=float, default=1.0, help="leave out searched skip sets above this ratio")
+    p.add_argument("--plain-every", type=int, default=GridConfig.plain_every,
+                   help="a plain-loop run after every this many speculative runs (the cells' baselines)")
+    p.add_argument("--cost-model-repeats", type=int, default=GridConfig.cost_model_repeats,
+                   help="repeats of the cost-model timings (0: analytic limit from the trace timings)")
+    p.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> Path:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = _parser().parse_args(argv)
+    torch.set_num_threads(args.threads)
+
+    cfg = GridConfig(thresholds=tuple(args.thresholds), max_drafts=tuple(args.max_drafts),
+                     policies=tuple(args.policies), n_prompts=args.n_prompts, max_new_tokens=args.max_new_tokens,
+                     prompt_seed=args.prompt_seed, seed=args.seed, plain_every=args.plain_every,
+                     max_ratio=args.max_ratio,
+                     cost_model_repeats=args.cost_model_repeats)
+    model, tokenizer = load_model(args.model)
+    command = "python -m labkit.playground " + " ".join(shlex.quote(a) for a in argv)
+    grid = compute_grid(model, tokenizer, model_name=args.model, config=cfg, search_dir=args.search_dir,
+                        command=command.strip())
+    out = save_grid(grid, args.out or grid_path(args.model))
+    g = PlaygroundGrid(grid, name=args.model)
+    best_setting, best = g.best()
+    print(g.describe())
+    print(f"best cell: {best_setting.describe()}: speedup {best['speedup']:.2f}x "
+          f"(analytic {best.get('analytic_speedup') or float('nan'):.2f}x)")
+    print(f"saved {out} ({grid['seconds']:.0f} s)")
+    return out
+
+
+if __name__ == "__main__":
+    main()

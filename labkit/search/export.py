@@ -1,0 +1,113 @@
+"""Exporting a model's studies as the committed results ``data/search/<model>/``: ``best.json`` (the best
+skip set overall and per 0.125-wide skip-ratio bucket), ``trials.csv`` and ``trials.json`` (every evaluated,
+feasible trial). :func:`labkit.artifacts.results.best_skip_set` reads them back."""
+from __future__ import annotations
+
+import csv
+import json
+import time
+from pathlib import Path
+
+import optuna
+
+from ..artifacts.models import fingerprint, model_id, model_key
+from ..artifacts.paths import SEARCH_DIR
+from ..artifacts.results import BUCKET_WIDTH, bucket_index, ratio_buckets, search_hint
+from ..measure.analytic import UNIT
+from .space import skip_from_params
+from .storage import DEFAULT_STORAGE, STUDY_MARKER, open_storage
+
+__all__ = ["export_results", "trial_rows"]
+
+
+def trial_rows(study, n_layers: int) -> list[dict]:
+    rows = []
+    for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)):
+        ev = t.user_attrs.get("eval", {})
+        if not ev.get("feasible", True) or t.value is None:
+            continue
+        skip = skip_from_params(t.params, n_layers)
+        rows.append({
+            "study": study.study_name, "trial": t.number, "value_ms_per_token": t.value,
+            "ratio": skip.ratio(n_layers), "n_skipped": skip.n_skipped,
+            "attention": skip.attention, "mlp": skip.mlp,
+            "mask": "".join("1" if m else "0" for m in skip.to_mask(n_layers)),
+            "speedup": ev.get("speedup"), "alpha": ev.get("alpha"), "gamma": ev.get("gamma"),
+            "acceptance_rate": ev.get("acceptance_rate"), "tokens_per_step": ev.get("tokens_per_step"),
+            "warm_start": t.user_attrs.get("warm_start", ""),
+            "completed_at": t.datetime_complete.isoformat(timespec="seconds") if t.datetime_complete else "",
+            "duration_s": t.duration.total_seconds() if t.duration else None,
+        })
+    return rows
+
+
+def _best_entry(row: dict) -> dict:
+    return {"skip": {"attention": list(row["attention"]), "mlp": list(row["mlp"])},
+            "value_ms_per_token": row["value_ms_per_token"], "ratio": row["ratio"], "n_skipped": row["n_skipped"],
+            "speedup": row["speedup"], "study": row["study"],
+            "trial": row["trial"]}
+
+
+def export_results(model="default", *, storage=None, objective: str | None = None, out_dir=None) -> Path:
+    """Write best.json, trials.csv and trials.json for ``model`` under data/search/<model>/; returns the folder.
+
+    Gathers every labkit study of that model (all ratio buckets) with ``objective`` (default: the
+    only objective present, or 'measured' if both are).
+    """
+    store = open_storage(storage)
+    mid = model_id(model)
+    summaries = [s for s in optuna.get_all_study_summaries(store, include_best_trial=False)
+                 if s.user_attrs.get(STUDY_MARKER) and s.user_attrs.get("model") == mid]
+    if not summaries:
+        raise ValueError(f"storage {str(storage or DEFAULT_STORAGE)!r} holds no labkit search study of model {mid!r}; "
+                         f"run {search_hint(model)}")
+    weights = fingerprint(model)
+    current = [s for s in summaries if s.user_attrs.get("model_fingerprint") == weights]
+    if not current:
+        raise ValueError(f"the studies of model {mid!r} in this storage were run on other weights than the model "
+                         f"has now ({', '.join(sorted(s.study_name for s in summaries))}); run "
+                         f"{search_hint(model)} with a new --study-name")
+    summaries = current
+    present = sorted({s.user_attrs["objective"] for s in summaries})
+    if objective is None:
+        objective = present[0] if len(present) == 1 else "measured"
+    if objective not in present:
+        raise ValueError(f"no {objective!r} study of model {mid!r} in the storage (found: {', '.join(present)})")
+    summaries = [s for s in summaries if s.user_attrs["objective"] == objective]
+    n_layers = summaries[0].user_attrs["search_space"]["n_layers"]
+    rows = []
+    for s in sorted(summaries, key=lambda s: s.study_name):
+        rows.extend(trial_rows(optuna.load_study(study_name=s.study_name, storage=store), n_layers))
+    if not rows:
+        raise ValueError(f"the studies of model {mid!r} hold no completed trial yet; run {search_hint(model)}")
+    overall = min(rows, key=lambda r: r["value_ms_per_token"])
+    buckets = []
+    for i, (lo, hi) in enumerate(ratio_buckets()):
+        inside = [r for r in rows if bucket_index(r["ratio"]) == i]
+        best = min(inside, key=lambda r: r["value_ms_per_token"]) if inside else None
+        buckets.append({"lo": lo, "hi": hi, "n_trials": len(inside), "best": _best_entry(best) if best else None})
+    out = Path(out_dir) if out_dir else SEARCH_DIR / model_key(model)
+    out.mkdir(parents=True, exist_ok=True)
+    baselines = {}
+    for s in summaries:
+        cm = s.user_attrs.get("cost_model")
+        if cm:
+            baselines[s.study_name] = cm.get("full_step_ms")
+    payload = {
+        "model": mid, "model_fingerprint": summaries[0].user_attrs.get("model_fingerprint"), "objective": objective,
+        "unit": UNIT, "n_layers": n_layers, "bucket_width": BUCKET_WIDTH,
+        "buckets_note": "bucket i holds skip ratios in [lo, hi); the last also holds ratio 1",
+        "studies": [{"name": s.study_name, "ratio_bucket": s.user_attrs.get("ratio_bucket"),
+                     "settings": s.user_attrs.get("settings"), "n_trials": s.n_trials} for s in summaries],
+        "n_trials": len(rows), "overall": _best_entry(overall), "buckets": buckets,
+        "full_step_ms": baselines, "exported_at": time.strftime("%Y-%m-%dT%H:%M:%S"),
+        "regenerate": search_hint(model),
+    }
+    (out / "best.json").write_text(json.dumps(payload, indent=2))
+    (out / "trials.json").write_text(json.dumps(rows, indent=1))
+    with open(out / "trials.csv", "w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        writer.writeheader()
+        for r in rows:
+            writer.writerow({**r, "attention": " ".join(map(str, r["attention"])), "mlp": " ".join(map(str, r["mlp"]))})
+    return out

@@ -1,0 +1,39 @@
+"""Optuna's samplers by short name, seeded, and a quiet context for Optuna's logging."""
+from __future__ import annotations
+
+import warnings
+from contextlib import contextmanager
+
+__all__ = ["SAMPLERS", "make_sampler", "quiet_optuna"]
+
+SAMPLERS = ("gp", "tpe", "random")
+
+
+def make_sampler(name: str, seed: int, deterministic: bool = True):
+    """An Optuna sampler by short name ('gp', 'tpe', 'random'), seeded."""
+    import optuna
+
+    if name == "gp":
+        with warnings.catch_warnings():   # deterministic_objective is marked experimental
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            return optuna.samplers.GPSampler(seed=seed, deterministic_objective=deterministic)
+    if name == "tpe":
+        return optuna.samplers.TPESampler(seed=seed)
+    if name == "random":
+        return optuna.samplers.RandomSampler(seed=seed)
+    raise ValueError(f"unknown sampler {name!r}; choose one of {', '.join(SAMPLERS)}")
+
+
+@contextmanager
+def quiet_optuna():
+    """Optuna's log at WARNING and its ExperimentalWarnings silenced, restored afterwards."""
+    import optuna
+
+    level = optuna.logging.get_verbosity()
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    try:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
+            yield
+    finally:
+        optuna.logging.set_verbosity(level)

@@ -1,0 +1,204 @@
+"""Train the lab's own small Llama on the Python standard library (the loss: :mod:`labkit.training.objective`).
+
+    python -m labkit.train --name default            # skip-robust recipe (self-distilled draft path)
+    python -m labkit.train --name plain --recipe plain
+
+Everything is seeded; a checkpoint is written every ``checkpoint_every`` steps and a rerun with the same
+output folder resumes from it (batches are a pure function of the step).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import platform
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from tqdm.auto import tqdm
+
+from ..artifacts.corpus import corpus_stats
+from ..artifacts.paths import CHECKPOINTS_DIR, MODELS_DIR
+from ..core.skip import parse_skip_set
+from .config import TrainConfig
+from .data import batch_at, encode_split, load_or_train_tokenizer
+from .modelcard import write_model_card
+from .objective import training_loss
+
+__all__ = ["train", "build_model", "lr_at", "evaluate", "main"]
+
+
+def build_model(cfg: TrainConfig, tokenizer):
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    config = LlamaConfig(
+        vocab_size=len(tokenizer), hidden_size=cfg.hidden_size, intermediate_size=cfg.intermediate_size,
+        num_hidden_layers=cfg.n_layers, num_attention_heads=cfg.n_heads, num_key_value_heads=cfg.n_heads,
+        max_position_embeddings=cfg.context, rms_norm_eps=1e-5, tie_word_embeddings=True,
+        bos_token_id=tokenizer.eos_token_id, eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.eos_token_id,
+    )
+    config._attn_implementation = "sdpa"
+    torch.manual_seed(cfg.seed)
+    return LlamaForCausalLM(config)
+
+
+def lr_at(step: int, cfg: TrainConfig) -> float:
+    if step < cfg.warmup_steps:
+        return cfg.lr * (step + 1) / cfg.warmup_steps
+    progress = (step - cfg.warmup_steps) / max(1, cfg.steps - cfg.warmup_steps)
+    return cfg.lr * (cfg.min_lr_ratio + (1 - cfg.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * min(1.0, progress))))
+
+
+@torch.no_grad()
+def evaluate(model, stream: torch.Tensor, context: int, max_windows: int | None = None) -> float:
+    """Mean next-token cross-entropy (nats) over consecutive validation windows."""
+    was_training = model.training
+    model.eval()
+    n = (len(stream) - 1) // context
+    if max_windows:
+        n = min(n, max_windows)
+    total, count = 0.0, 0
+    for i in range(n):
+        chunk = stream[i * context: (i + 1) * context + 1].long()[None]    # (1, T+1)
+        logits = model(input_ids=chunk[:, :-1], use_cache=False).logits
+        total += F.cross_entropy(logits[0], chunk[0, 1:], reduction="sum").item()
+        count += context
+    model.train(was_training)
+    return total / max(1, count)
+
+
+def _save_checkpoint(path: Path, model, opt, step: int, history: list, elapsed: float) -> None:
+    tmp = path.with_suffix(".tmp")
+    torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "step": step,
+                "history": history, "elapsed": elapsed}, tmp)
+    tmp.replace(path)  # atomic: an interrupted save never corrupts the last checkpoint
+
+
+def _check(cfg: TrainConfig) -> None:
+    """Fail before any work."""
+    if cfg.recipe not in ("skip_robust", "plain"):
+        raise ValueError(f"recipe must be 'skip_robust' or 'plain', got {cfg.recipe!r}")
+    if not 0.0 <= cfg.draft_skip_prob <= 1.0:
+        raise ValueError(f"draft_skip_prob must be in [0, 1], got {cfg.draft_skip_prob}")
+    if cfg.draft_skip:
+        parse_skip_set(cfg.draft_skip).validate(cfg.n_layers)
+    if not 0 <= cfg.greedy_tail < cfg.context:
+        raise ValueError(f"greedy_tail must be in [0, context={cfg.context}), got {cfg.greedy_tail}")
+
+
+def _token_streams(tokenizer, work_dir: Path, corpus_root) -> dict[str, torch.Tensor]:
+    """{'train': ids, 'validation': ids}, encoded once and kept beside the checkpoints."""
+    path = work_dir / "tokens.pt"
+    if path.exists():
+        return torch.load(path)
+    streams = {s: encode_split(tokenizer, s, corpus_root) for s in ("train", "validation")}
+    torch.save(streams, path)
+    return streams
+
+
+def _optimizer(model, cfg: TrainConfig) -> torch.optim.Optimizer:
+    decay = [p for p in model.parameters() if p.dim() >= 2]
+    no_decay = [p for p in model.parameters() if p.dim() < 2]
+    return torch.optim.AdamW([{"params": decay, "weight_decay": cfg.weight_decay},
+                              {"params": no_decay, "weight_decay": 0.0}], lr=cfg.lr, betas=(0.9, 0.95))
+
+
+def _resume(path: Path, model, opt, cfg: TrainConfig) -> tuple[int, list, float]:
+    """Load the checkpoint if there is one: (step, history, seconds spent before). At ``fresh_optimizer_at``
+    the weights are kept and AdamW's moments start from zero (a new stage with a new loss)."""
+    if not path.exists():
+        return 0, [], 0.0
+    state = torch.load(path, weights_only=False)
+    model.load_state_dict(state["model"])
+    if state["step"] != cfg.fresh_optimizer_at:
+        opt.load_state_dict(state["opt"])
+    return state["step"], state["history"], state["elapsed"]
+
+
+def _run_steps(model, opt, cfg: TrainConfig, streams: dict, ckpt_path: Path, start: int, history: list,
+               elapsed_before: float) -> float:
+    """The loop from ``start`` to ``cfg.steps``: evaluations and checkpoints on schedule; returns wall seconds."""
+    t0 = time.perf_counter()
+    bar = tqdm(range(start, cfg.steps), initial=start, total=cfg.steps, desc=f"train {cfg.name}")
+    tokens_per_step = cfg.batch_size * cfg.context
+    for step in bar:
+        for group in opt.param_groups:
+            group["lr"] = lr_at(step, cfg)
+        g = torch.Generator().manual_seed(cfg.seed * 7_919 + step)
+        loss, ce = training_loss(model, batch_at(streams["train"], step, cfg), cfg, g)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+        opt.step()
+        done = step + 1
+        rate = (done - start) * tokens_per_step / (time.perf_counter() - t0)
+        bar.set_postfix(loss=f"{loss.item():.3f}", ce=f"{ce:.3f}", tok_s=f"{rate:.0f}")
+        if done % cfg.eval_every == 0 or done == cfg.steps:
+            history.append({"step": done, "tokens": done * tokens_per_step, "train_ce": ce,
+                            "val_loss": evaluate(model, streams["validation"], cfg.context, cfg.eval_windows)})
+            model.train()
+        if done % cfg.checkpoint_every == 0 or done == cfg.steps:
+            _save_checkpoint(ckpt_path, model, opt, done, history, elapsed_before + time.perf_counter() - t0)
+    return elapsed_before + time.perf_counter() - t0
+
+
+def train(cfg: TrainConfig) -> Path:
+    """Train (or resume) and write a Hugging Face folder; returns its path. The caller sets torch's threads."""
+    _check(cfg)
+    corpus_root = Path(cfg.corpus_root) if cfg.corpus_root else None
+    out_dir = Path(cfg.out_dir) if cfg.out_dir else MODELS_DIR / cfg.name
+    work_dir = Path(cfg.work_dir) if cfg.work_dir else CHECKPOINTS_DIR / cfg.name
+    work_dir.mkdir(parents=True, exist_ok=True)
+    tokenizer = load_or_train_tokenizer(cfg, corpus_root)
+    streams = _token_streams(tokenizer, work_dir, corpus_root)
+    model = build_model(cfg, tokenizer)
+    model.train()
+    opt = _optimizer(model, cfg)
+    ckpt_path = work_dir / "checkpoint.pt"
+    start, history, elapsed = _resume(ckpt_path, model, opt, cfg)
+    wall = _run_steps(model, opt, cfg, streams, ckpt_path, start, history, elapsed)
+    model.eval()
+    _export(model, tokenizer, cfg, out_dir, {
+        "recipe": asdict(cfg), "tokens_seen": cfg.steps * cfg.batch_size * cfg.context, "steps": cfg.steps,
+        "wall_time_s": round(wall, 1), "validation_loss": round(evaluate(model, streams["validation"], cfg.context), 4),
+        "history": history, "corpus": corpus_stats(corpus_root),
+        "train_tokens_in_corpus": int(len(streams["train"])), "validation_tokens": int(len(streams["validation"])),
+        "hardware": f"{platform.processor() or platform.machine()}, {cfg.threads} thread(s), torch {torch.__version__}",
+        "python": platform.python_version(),
+    })
+    return out_dir
+
+
+def _export(model, tokenizer, cfg: TrainConfig, out_dir: Path, record: dict) -> None:
+    from transformers import GenerationConfig
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    half = model.to(torch.float16)
+    half.generation_config = GenerationConfig(
+        do_sample=False, eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.eos_token_id,
+        bos_token_id=tokenizer.eos_token_id,
+    )
+    half.save_pretrained(out_dir, safe_serialization=True)
+    tokenizer.save_pretrained(out_dir)
+    model.to(torch.float32)
+    (out_dir / "training.json").write_text(json.dumps(record, indent=2))
+    write_model_card(out_dir)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    for f in TrainConfig.__dataclass_fields__.values():
+        kind = type(f.default) if f.default is not None else str
+        parser.add_argument("--" + f.name.replace("_", "-"), type=kind, default=f.default)
+    args = parser.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    out = train(TrainConfig(**vars(args)))
+    print(f"model written to {out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,185 @@
+"""The playground's figures: acceptance, tokens per step and speedup against the skip ratio and the threshold.
+
+Each builder reads a :class:`~labkit.measure.grid.PlaygroundGrid` (measured beforehand) and returns a figure;
+:func:`panel_xy` gives the x/y of every trace for a setting, so a widget can update the figure in place.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from typing import Sequence
+
+import numpy as np
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from ..measure.grid import PlaygroundGrid, Setting
+from .style import MODEL_COLORS, PALETTE
+
+__all__ = ["PANELS", "panel_xy", "playground_figure", "heatmap_figure", "model_comparison_figure", "figure_title",
+           "axis_ranges", "fmt"]
+
+
+def fmt(v, spec=".2f") -> str:
+    """A number for a label, or 'n/a' for None / NaN."""
+    return "n/a" if v is None or (isinstance(v, float) and math.isnan(v)) else format(v, spec)
+
+
+def _nan(v) -> float:
+    return float("nan") if v is None else float(v)
+
+
+# (metric, legend name of the measured line, subplot title, y-axis title, colour)
+PANELS = (("acceptance_rate", "acceptance rate α, measured (grid)", "α and draft cost c",
+           "α (accepted / drafted), c (ratio)", PALETTE["acceptance"]),
+          ("tokens_per_step", "tokens per step, measured (grid)", "tokens per step",
+           "tokens per step (tokens)", PALETTE["tokens_per_step"]),
+          ("speedup", "speedup, measured (grid)", "speedup",
+           "speedup (× vs plain loop)", PALETTE["speedup"]))
+
+
+AUX = {"acceptance_rate": ("c", "draft cost ratio c (draft / full step)"),
+       "tokens_per_step": ("drafted_per_step", "drafted tokens per step d"),
+       "speedup": ("analytic_speedup", "analytic limit (A+1)/(d·c+c_v)")}
+
+
+# trace order in every panel: measured line, auxiliary line, current setting, live runs
+_PER_PANEL = 4
+
+
+def _trace_index(row: int, col: int, kind: int) -> int:
+    return ((row * 3) + col) * _PER_PANEL + kind
+
+
+def _live_matches(point: dict, setting: Setting, free: str) -> bool:
+    keys = [k for k in ("ratio", "threshold", "max_draft", "policy") if k != free]
+    return all(point[k] == getattr(setting, k) for k in keys)
+
+
+def panel_xy(grid: PlaygroundGrid, setting: Setting, live: Sequence[dict] = ()) -> dict[int, tuple]:
+    """x/y of every trace of :func:`playground_figure` for ``setting`` (by trace index)."""
+    out = {}
+    for row, (free, xs, get) in enumerate((("ratio", np.array(grid.ratios), grid.vs_ratio),
+                                           ("threshold", np.array(grid.thresholds), grid.vs_threshold))):
+        x_now = getattr(setting, free)
+        k_now = int(np.argmin(np.abs(xs - x_now)))
+        pts = [p for p in live if _live_matches(p, setting, free)]
+        for col, (metric, *_) in enumerate(PANELS):
+            y = get(metric, setting)
+            aux = get(AUX[metric][0], setting)
+            out[_trace_index(row, col, 0)] = (xs, y)
+            out[_trace_index(row, col, 1)] = (xs, aux)
+            out[_trace_index(row, col, 2)] = (np.array([x_now]), np.array([y[k_now]]))
+            out[_trace_index(row, col, 3)] = (np.array([p[free] for p in pts], dtype=float),
+                                              np.array([_nan(p.get(metric)) for p in pts], dtype=float))
+    return out
+
+
+def figure_title(grid: PlaygroundGrid, setting: Setting) -> str:
+    cell = grid.cell(setting)
+    return (f"{grid.name}: {setting.describe()} → speedup {fmt(cell['speedup'])}× measured, "
+            f"{fmt(cell.get('analytic_speedup'))}× analytic")
+
+
+def axis_ranges(grid: PlaygroundGrid) -> dict:
+    sp = np.nanmax([grid._arrays["speedup"], grid._arrays["analytic_speedup"]])
+    tps = np.nanmax([grid._arrays["tokens_per_step"], grid._arrays["drafted_per_step"]])
+    c = np.nanmax(grid._arrays["c"]) if not np.all(np.isnan(grid._arrays["c"])) else 1.0
+    return {"acceptance_rate": [0, max(1.05, 1.05 * float(c))], "tokens_per_step": [0, max(2.0, 1.08 * float(tps))],
+            "speedup": [0, max(1.3, 1.1 * float(sp))]}
+
+
+def playground_figure(grid: PlaygroundGrid, setting: Setting | None = None, live: Sequence[dict] = ()) -> go.Figure:
+    """Acceptance, tokens per step and speedup against the skip ratio (top) and the threshold (bottom),
+    the other knobs fixed at ``setting``, with the current setting starred, the analytic limit dashed
+    and live runs as diamonds."""
+    setting = setting or grid.nearest()
+    xy = panel_xy(grid, setting, live)
+    fig = make_subplots(rows=2, cols=3, horizontal_spacing=0.07, vertical_spacing=0.17,
+                        subplot_titles=[f"{title} vs skip ratio" for _, _, title, _, _ in PANELS]
+                        + [f"{title} vs threshold" for _, _, title, _, _ in PANELS])
+    for row in range(2):
+        for col, (metric, name, _, _, color) in enumerate(PANELS):
+            first = row == 0
+            traces = [
+                go.Scatter(name=name, mode="lines+markers", legendgroup=metric, showlegend=first,
+                           line=dict(color=color, width=2.5), marker=dict(size=7)),
+                go.Scatter(name=AUX[metric][1], mode="lines+markers", legendgroup=f"aux-{metric}", showlegend=first,
+                           line=dict(color=PALETTE["analytic"] if metric == "speedup" else PALETTE["auxiliary"],
+                                     dash="dash" if metric == "speedup" else "dot", width=1.8),
+                           marker=dict(size=5)),
+                go.Scatter(name="current setting", mode="markers", legendgroup="current",
+                           showlegend=first and col == 0,
+                           marker=dict(symbol="star", size=17, color=PALETTE["current"], line=dict(color="black", width=1))),
+                go.Scatter(name="live run on this machine", mode="markers", legendgroup="live",
+                           showlegend=first and col == 0,
+                           marker=dict(symbol="diamond", size=12, color=PALETTE["live"], line=dict(color="black", width=1))),
+            ]
+            for kind, trace in enumerate(traces):
+                x, y = xy[_trace_index(row, col, kind)]
+                trace.x, trace.y = x, y
+                fig.add_trace(trace, row=row + 1, col=col + 1)
+            if metric == "speedup":
+                fig.add_hline(y=1.0, line=dict(color="black", width=1, dash="dot"), row=row + 1, col=col + 1,
+                              annotation_text="plain decoding", annotation_position="bottom right",
+                              annotation_font_size=10)
+    ranges = axis_ranges(grid)
+    for row in range(2):
+        for col, (metric, _, _, y_title, _) in enumerate(PANELS):
+            fig.update_yaxes(title_text=y_title, range=ranges[metric], row=row + 1, col=col + 1, title_font_size=11)
+            fig.update_xaxes(title_text=("skip ratio (fraction of the 2L blocks skipped)" if row == 0 else
+                                         "draft-exit threshold (adaptive: initial value; unitless)"),
+                             row=row + 1, col=col + 1, title_font_size=11)
+    fig.update_xaxes(range=[min(grid.ratios) - 0.04, max(grid.ratios) + 0.04], row=1)
+    fig.update_xaxes(range=[min(grid.thresholds) - 0.05, max(grid.thresholds) + 0.05], row=2)
+    fig.update_layout(title=dict(text=figure_title(grid, setting), font=dict(size=14)), template="plotly_white",
+                      height=720, width=1250, margin=dict(t=80, b=120, l=60, r=20),
+                      legend=dict(orientation="h", y=-0.13, x=0, font=dict(size=11)))
+    return fig
+
+
+def heatmap_figure(grid: PlaygroundGrid, policy: str | None = None, max_draft: int | None = None) -> go.Figure:
+    """Measured speedup over skip ratio × threshold for one policy and max draft; the best cell ringed."""
+    s = grid.nearest(max_draft=max_draft, policy=policy)
+    z = np.stack([grid.vs_ratio("speedup", replace(s, threshold=t)) for t in grid.thresholds])   # (T, R)
+    text = [[fmt(v) for v in row] for row in z]
+    fig = go.Figure(go.Heatmap(
+        z=z, x=[f"{r:.3f}" for r in grid.ratios], y=[f"{t:g}" for t in grid.thresholds], text=text,
+        texttemplate="%{text}", colorscale="RdBu", zmid=1.0, colorbar=dict(title="speedup (×)"),
+        hovertemplate="skip ratio %{x}, threshold %{y}: %{z:.2f}×<extra></extra>"))
+    ti, ri = np.unravel_index(int(np.nanargmax(z)), z.shape)
+    fig.add_trace(go.Scatter(x=[f"{grid.ratios[ri]:.3f}"], y=[f"{grid.thresholds[ti]:g}"], mode="markers",
+                             name="best on this slice", marker=dict(symbol="square-open", size=38, color="black",
+                                                                    line=dict(width=3))))
+    fig.update_layout(title=f"{grid.name}: measured speedup, {s.policy} policy, max draft {s.max_draft} "
+                            f"(blue > 1 > red)", template="plotly_white", height=430, width=900,
+                      xaxis_title="skip ratio (fraction of the 2L blocks skipped)",
+                      yaxis_title="draft-exit threshold (unitless)", showlegend=False)
+    return fig
+
+
+def model_comparison_figure(grids: dict[str, PlaygroundGrid], setting: Setting | None = None) -> go.Figure:
+    """Acceptance and speedup vs skip ratio for several models on the same policy slice."""
+    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.1,
+                        subplot_titles=("acceptance rate α vs skip ratio", "speedup vs skip ratio"))
+    first = next(iter(grids.values()))
+    s0 = setting or first.nearest()
+    for i, (name, g) in enumerate(grids.items()):
+        s = g.nearest(threshold=s0.threshold, max_draft=s0.max_draft, policy=s0.policy)
+        for col, metric in enumerate(("acceptance_rate", "speedup")):
+            fig.add_trace(go.Scatter(x=g.ratios, y=g.vs_ratio(metric, s), name=f"{name}: measured",
+                                     legendgroup=name, showlegend=col == 0, mode="lines+markers",
+                                     line=dict(color=MODEL_COLORS[i % len(MODEL_COLORS)], width=2.5)), row=1, col=col + 1)
+        fig.add_trace(go.Scatter(x=g.ratios, y=g.vs_ratio("analytic_speedup", s), name=f"{name}: analytic limit",
+                                 legendgroup=name, mode="lines",
+                                 line=dict(color=MODEL_COLORS[i % len(MODEL_COLORS)], dash="dash", width=1.5)),
+                      row=1, col=2)
+    fig.add_hline(y=1.0, line=dict(color="black", width=1, dash="dot"), row=1, col=2,
+                  annotation_text="plain decoding", annotation_position="bottom right")
+    fig.update_yaxes(title_text="acceptance rate α (accepted / drafted)", range=[0, 1.05], row=1, col=1)
+    fig.update_yaxes(title_text="speedup (× vs plain loop)", rangemode="tozero", row=1, col=2)
+    fig.update_xaxes(title_text="skip ratio (fraction of the 2L blocks skipped)")
+    fig.update_layout(title=f"{' vs '.join(grids)}: same decoding settings ({s0.policy} policy, threshold "
+                            f"{s0.threshold:g}, max draft {s0.max_draft}), different training",
+                      template="plotly_white", height=440, width=1100, legend=dict(orientation="h", y=-0.2, x=0))
+    return fig

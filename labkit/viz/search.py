@@ -1,0 +1,172 @@
+"""Figures of the skip-set search. Every builder returns a ``plotly.graph_objects.Figure`` (never shows it).
+
+- :func:`optimization_history` and :func:`param_importances`: Optuna's own plotly figures, titled and
+  with units;
+- :func:`skip_mask_heatmap`: which blocks a skip set (or several, e.g. the best per skip-ratio
+  bucket) removes, layers across, attention/MLP down;
+- :func:`best_so_far_figure`: sampler comparison, median best-so-far with a band over seeds;
+- :func:`rank_scatter`: modelled vs measured ms per token, with the Spearman correlation.
+"""
+from __future__ import annotations
+
+import math
+import statistics
+from typing import Mapping, Sequence
+
+import plotly.graph_objects as go
+
+from ..core.skip import SkipSet
+from ..measure.analytic import UNIT
+from .style import PALETTE
+
+__all__ = ["optimization_history", "param_importances", "skip_mask_heatmap", "best_so_far_figure", "rank_scatter",
+           "bucket_sets"]
+
+SAMPLER_LABELS = {"gp": "GP (GPSampler)", "tpe": "TPE", "random": "random search"}
+
+
+def _feasible_value(trial) -> float:
+    ev = trial.user_attrs.get("eval", {})
+    return trial.value if ev.get("feasible", True) else float("nan")
+
+
+def optimization_history(study, *, title: str | None = None, baseline_ms: float | None = None) -> go.Figure:
+    """Each trial's ms per generated token and the best so far (penalised out-of-bucket trials left out)."""
+    import optuna
+
+    trials = [t for t in study.get_trials(deepcopy=False) if t.state == optuna.trial.TrialState.COMPLETE]
+    penalised = any(not t.user_attrs.get("eval", {}).get("feasible", True) for t in trials)
+    if not penalised:   # Optuna draws its own "Best Value" line only without a target function
+        fig = optuna.visualization.plot_optimization_history(study, target_name=UNIT)
+    else:
+        fig = optuna.visualization.plot_optimization_history(study, target=_feasible_value, target_name=UNIT)
+        best, xs, ys = math.inf, [], []
+        for t in trials:
+            v = _feasible_value(t)
+            if not math.isnan(v):
+                best = min(best, v)
+            if math.isfinite(best):
+                xs.append(t.number)
+                ys.append(best)
+        fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines", name="Best Value (in the ratio bucket)",
+                                 line=dict(shape="hv")))
+    for trace in fig.data:
+        trace.showlegend = True
+    fig.update_layout(
+        title=title or f"Skip-set search: ms per generated token by trial ({study.study_name})",
+        xaxis_title="trial number", yaxis_title=f"{UNIT} (lower is better)", legend_title_text="",
+    )
+    if baseline_ms:
+        fig.add_hline(y=baseline_ms, line_dash="dash", line_color="black",
+                      annotation_text=f"plain decoding {baseline_ms:.2f} ms/token", annotation_position="top right")
+    return fig
+
+
+def param_importances(study, *, title: str | None = None) -> go.Figure:
+    """fANOVA importance of each block's skip/keep switch for the ms per generated token."""
+    import optuna
+
+    fig = optuna.visualization.plot_param_importances(study, target_name=UNIT)
+    fig.update_layout(
+        title=title or f"Which blocks matter: importance for {UNIT} ({study.study_name})",
+        xaxis_title="importance (fANOVA, share of the variance explained)",
+        yaxis_title="block switch (attn_l / mlp_l, 1 = skipped)", showlegend=False,
+        height=max(450, 22 * len(fig.data[0].y) + 150) if fig.data else 450,
+    )
+    return fig
+
+
+def bucket_sets(best: Mapping) -> dict[str, SkipSet]:
+    """{'ratio 0.25-0.375': SkipSet} from a data/search/<model>/best.json payload (empty buckets left out)."""
+    return {f"ratio {b['lo']:g}-{b['hi']:g}": SkipSet.from_dict(b["best"]["skip"])
+            for b in best["buckets"] if b.get("best")}
+
+
+def skip_mask_heatmap(skips: SkipSet | Mapping[str, SkipSet], n_layers: int, *, title: str | None = None) -> go.Figure:
+    """Skipped (orange) vs kept (pale blue) blocks: layers across, attention and MLP rows per set."""
+    items = {"": skips} if isinstance(skips, SkipSet) else dict(skips)
+    if not items:
+        raise ValueError("no skip set to draw")
+    z, labels, hover = [], [], []
+    for label, skip in items.items():
+        mask = skip.to_mask(n_layers)
+        for part, values in (("attention", mask[:n_layers]), ("MLP", mask[n_layers:])):
+            name = f"{label} | {part}" if label else part
+            labels.append(name)
+            z.append([1 if v else 0 for v in values])
+            hover.append([f"{name}, layer {l}: {'skipped' if v else 'kept'}" for l, v in enumerate(values)])
+    scale = [[0.0, PALETTE["kept"]], [0.5, PALETTE["kept"]], [0.5, PALETTE["skipped"]], [1.0, PALETTE["skipped"]]]
+    fig = go.Figure(go.Heatmap(
+        z=z, x=list(range(n_layers)), y=labels, zmin=0, zmax=1, colorscale=scale, xgap=2, ygap=2,
+        text=hover, hoverinfo="text",
+        colorbar=dict(title="block", tickvals=[0.25, 0.75], ticktext=["kept", "skipped"], thickness=18,
+                      len=1.0 if len(labels) <= 4 else 0.5),
+    ))
+    if title is None:
+        if isinstance(skips, SkipSet):
+            title = f"Skip set: {skips.n_skipped} of {2 * n_layers} blocks skipped (ratio {skips.ratio(n_layers):.2f})"
+        else:
+            title = "Skip sets: blocks skipped (orange) and kept (pale blue)"
+    fig.update_layout(title=title, xaxis_title="decoder layer", yaxis_title="block",
+                      height=max(320, 34 * len(labels) + 160), yaxis_autorange="reversed")
+    fig.update_xaxes(tickmode="linear", dtick=1)
+    return fig
+
+
+def _quantile(values: Sequence[float], q: float) -> float:
+    s = sorted(values)
+    pos = q * (len(s) - 1)
+    lo, hi = math.floor(pos), math.ceil(pos)
+    return s[lo] + (s[hi] - s[lo]) * (pos - lo)
+
+
+def best_so_far_figure(curves: Mapping[str, Sequence[Sequence[float]]], *, baseline_ms: float | None = None,
+                       band: str = "minmax", title: str | None = None) -> go.Figure:
+    """Median best-so-far ms/token over seeds per sampler, with a band (``minmax`` or ``iqr``) over seeds."""
+    if band not in ("minmax", "iqr"):
+        raise ValueError("band must be 'minmax' or 'iqr'")
+    lo_q, hi_q = (0.0, 1.0) if band == "minmax" else (0.25, 0.75)
+    fig = go.Figure()
+    n_seeds = 0
+    for sampler, runs in curves.items():
+        runs = [list(r) for r in runs]
+        if not runs:
+            continue
+        n_seeds = max(n_seeds, len(runs))
+        n = min(len(r) for r in runs)
+        x = list(range(1, n + 1))
+        med = [statistics.median(r[i] for r in runs) for i in range(n)]
+        low = [_quantile([r[i] for r in runs], lo_q) for i in range(n)]
+        high = [_quantile([r[i] for r in runs], hi_q) for i in range(n)]
+        colour = PALETTE.get(sampler)
+        label = SAMPLER_LABELS.get(sampler, sampler)
+        fig.add_trace(go.Scatter(x=x + x[::-1], y=high + low[::-1], fill="toself", line=dict(width=0),
+                                 fillcolor=colour or "rgba(0,0,0,0.1)", opacity=0.2, hoverinfo="skip",
+                                 name=f"{label}: {'min-max' if band == 'minmax' else 'inter-quartile'} over seeds",
+                                 legendgroup=sampler, showlegend=True))
+        fig.add_trace(go.Scatter(x=x, y=med, mode="lines", line=dict(color=colour, width=2.5),
+                                 name=f"{label}: median over {len(runs)} seeds", legendgroup=sampler))
+    if baseline_ms:
+        fig.add_hline(y=baseline_ms, line_dash="dash", line_color="black",
+                      annotation_text=f"plain decoding {baseline_ms:.2f} ms/token", annotation_position="top right")
+    fig.update_layout(title=title or f"Best skip set found so far, by sampler ({n_seeds} seeds)",
+                      xaxis_title="trials run", yaxis_title=f"best {UNIT} so far (lower is better)",
+                      legend=dict(orientation="v"))
+    return fig
+
+
+def rank_scatter(result: Mapping, *, title: str | None = None) -> go.Figure:
+    """Modelled vs measured ms per token of each skip set (from :func:`labkit.search.rank_agreement`)."""
+    rows = result["rows"]
+    fig = go.Figure(go.Scatter(
+        x=[r["modelled_ms"] for r in rows], y=[r["measured_ms"] for r in rows], mode="markers",
+        marker=dict(size=10, color=[r["ratio"] for r in rows], colorscale="Viridis", showscale=True,
+                    colorbar=dict(title="skip ratio")),
+        text=[f"skip {r['skip']}<br>alpha {r['alpha']:.2f}" for r in rows], hoverinfo="text+x+y", name="skip set",
+    ))
+    fig.update_layout(
+        title=title or (f"Modelled vs measured cost of {len(rows)} skip sets "
+                        f"(Spearman rho {result['spearman_rho']:.2f})"),
+        xaxis_title=f"modelled {UNIT}", yaxis_title=f"measured {UNIT}", showlegend=False,
+    )
+    return fig

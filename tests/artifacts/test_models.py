@@ -1,0 +1,74 @@
+"""Loading: the shipped models, any local folder of a supported family, and every error path."""
+
+import pytest
+import torch
+
+import labkit.artifacts.models as models
+from labkit import load_model
+from tiny_models import tiny_model
+
+CODE = 'def add(a, b):\n    """Return a + b."""\n    return a + b\n'
+
+
+@pytest.mark.parametrize("name", ["default", "plain"])
+def test_shipped_models_load(name):
+    model, tokenizer = load_model(name)
+    assert type(model).__name__ == "LlamaForCausalLM"
+    assert not model.training and next(model.parameters()).dtype == torch.float32
+    ids = tokenizer(CODE)["input_ids"]
+    assert tokenizer.decode(ids) == CODE                      # byte-level BPE round trip
+    assert (models.MODELS_DIR / name / "MODEL_CARD.md").exists()
+    card = (models.MODELS_DIR / name / "MODEL_CARD.md").read_text()
+    assert "Validation loss" in card and "Skip robustness" in card
+
+
+def test_shipped_models_fit_the_size_budget():
+    total = sum((models.MODELS_DIR / n / "model.safetensors").stat().st_size for n in ("default", "plain"))
+    assert total <= 40 * 1024 * 1024
+
+
+def test_local_folder_of_a_supported_family(tmp_path):
+    tiny = tiny_model("qwen2", n_layers=2, vocab_size=97)
+    tiny.save_pretrained(tmp_path)
+    _, tokenizer = load_model("default")
+    tokenizer.save_pretrained(tmp_path)
+    model, _ = load_model(tmp_path)
+    assert type(model).__name__ == "Qwen2ForCausalLM" and not model.training
+
+
+def test_missing_shipped_model_names_the_rebuild_command(tmp_path, monkeypatch):
+    monkeypatch.setattr(models, "MODELS_DIR", tmp_path)
+    with pytest.raises(FileNotFoundError, match="labkit.train --name plain"):
+        load_model("plain")
+
+
+def test_missing_folder(tmp_path):
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        load_model(tmp_path / "nowhere")
+    with pytest.raises(FileNotFoundError, match="no config.json"):
+        load_model(tmp_path)
+
+
+def test_unsupported_architecture_lists_the_supported_ones(tmp_path):
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    GPT2LMHeadModel(GPT2Config(n_layer=1, n_embd=16, n_head=2, vocab_size=50)).save_pretrained(tmp_path)
+    with pytest.raises(ValueError, match="LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Gemma2ForCausalLM"):
+        load_model(tmp_path)
+
+
+def test_uncached_hub_id_offline_says_what_was_tried(tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    with pytest.raises(OSError, match=r"tried: .*hub id 'someone/not-cached'"):
+        load_model("someone/not-cached")
+
+
+def test_pickle_only_weights_are_refused(tmp_path):
+    """safetensors only: a folder holding just a pickle checkpoint is not loaded."""
+    tiny = tiny_model("llama", n_layers=1, vocab_size=97)
+    tiny.config.architectures = ["LlamaForCausalLM"]
+    tiny.config.save_pretrained(tmp_path)
+    torch.save(tiny.state_dict(), tmp_path / "pytorch_model.bin")
+    with pytest.raises(OSError):
+        load_model(tmp_path)

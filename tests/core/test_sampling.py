@@ -1,0 +1,134 @@
+"""Speculative sampling draws exactly from the target distribution (and a wrong rule is caught)."""
+import itertools
+
+import pytest
+import torch
+from scipy import stats
+
+import labkit.core.verify as verify_module
+from labkit import FixedK, SkipSet, autoregressive_generate, speculative_generate
+from labkit.core.sampling import Warp
+from tiny_models import tiny_model
+
+VOCAB = 6
+N_SAMPLES = 3000
+PROMPT = torch.tensor([[1, 4, 2]])
+
+
+def sharp_tiny_model(**kw):
+    model = tiny_model("llama", vocab_size=VOCAB, hidden_size=16, **kw)
+    with torch.no_grad():
+        model.get_output_embeddings().weight.mul_(6.0)   # peaked distributions, far apart
+    return model
+
+
+@pytest.fixture(scope="module")
+def target():
+    return sharp_tiny_model(n_layers=2, seed=3)
+
+
+@pytest.fixture(scope="module")
+def draft():
+    return sharp_tiny_model(n_layers=1, seed=11)
+
+
+def exact_two_token_distribution(model, warp: Warp, prompt=PROMPT) -> dict:
+    """P(t1, t2 | prompt) by enumeration over the whole (tiny) vocabulary."""
+    with torch.no_grad():
+        p1 = warp.probs(model(prompt).logits[0, -1])
+        dist = {}
+        for t1 in range(VOCAB):
+            p2 = warp.probs(model(torch.cat([prompt, torch.tensor([[t1]])], dim=1)).logits[0, -1])
+            for t2 in range(VOCAB):
+                dist[(t1, t2)] = float(p1[t1] * p2[t2])
+    return dist
+
+
+def empirical(sample_fn) -> dict:
+    g = torch.Generator().manual_seed(1234)
+    counts = dict.fromkeys(itertools.product(range(VOCAB), repeat=2), 0)
+    for _ in range(N_SAMPLES):
+        new = sample_fn(g)
+        counts[tuple(new)] += 1
+    return counts
+
+
+def chi_square_p_value(counts: dict, dist: dict) -> float:
+    """Pearson chi-square over cells with expected count >= 5 (the rest pooled into one cell)."""
+    obs, exp, pooled_obs, pooled_exp = [], [], 0, 0.0
+    for cell, prob in dist.items():
+        e = prob * N_SAMPLES
+        if e >= 5:
+            obs.append(counts[cell]); exp.append(e)
+        else:
+            pooled_obs += counts[cell]; pooled_exp += e
+    if pooled_exp > 0:
+        obs.append(pooled_obs); exp.append(pooled_exp)
+    exp = [e * sum(obs) / sum(exp) for e in exp]   # float32 probabilities sum to 1 only approximately
+    return float(stats.chisquare(obs, exp).pvalue)
+
+
+def total_variation(counts: dict, dist: dict) -> float:
+    return 0.5 * sum(abs(counts[c] / N_SAMPLES - p) for c, p in dist.items())
+
+
+def tv_bound(dist: dict) -> float:
+    """4x the expected TV of an exact sampler of this size (sum of binomial standard deviations / 2)."""
+    return 4 * 0.5 * sum((p * (1 - p) / N_SAMPLES) ** 0.5 for p in dist.values())
+
+
+WARPS = [Warp(True, 1.0), Warp(True, 0.7, top_k=4, top_p=0.9)]
+
+
+@pytest.mark.parametrize("warp", WARPS, ids=["t1", "t0.7-k4-p0.9"])
+def test_speculative_sampling_matches_exact_distribution(target, draft, warp):
+    dist = exact_two_token_distribution(target, warp)
+    kw = dict(max_new_tokens=2, do_sample=True, temperature=warp.temperature, top_k=warp.top_k, top_p=warp.top_p)
+    # the draft really differs from the target: otherwise the test proves little
+    with torch.no_grad():
+        p = warp.probs(target(PROMPT).logits[0, -1]); q = warp.probs(draft(PROMPT).logits[0, -1])
+    assert 0.5 * (p - q).abs().sum() > 0.3
+    for name, fn in {
+        "separate draft": lambda g: speculative_generate(target, PROMPT, draft_model=draft, policy=FixedK(2),
+                                                         generator=g, **kw).new_tokens,
+        "skip everything": lambda g: speculative_generate(target, PROMPT, skip=SkipSet.all(2), policy=FixedK(2),
+                                                          generator=g, **kw).new_tokens,
+        "plain loop": lambda g: autoregressive_generate(target, PROMPT, generator=g, **kw).new_tokens,
+    }.items():
+        counts = empirical(fn)
+        assert chi_square_p_value(counts, dist) > 1e-3, name
+        assert total_variation(counts, dist) < tv_bound(dist), name
+
+
+def test_prompt_lookup_drafts_are_lossless_too(target):
+    """A copied draft is a point mass q: accepted with probability p(x), else resampled from p minus x."""
+    prompt = torch.tensor([[1, 4, 2, 1, 4]])                 # the suffix [1, 4] occurred before: lookup drafts [2, 1]
+    from labkit.core.drafters import ngram_lookup
+    assert ngram_lookup(prompt[0].tolist(), 2) == [2, 1]
+    dist = exact_two_token_distribution(target, WARPS[0], prompt)
+    counts = empirical(lambda g: speculative_generate(target, prompt, skip=SkipSet.all(2), policy=FixedK(2), lookup=2,
+                                                      max_new_tokens=2, do_sample=True, generator=g).new_tokens)
+    assert chi_square_p_value(counts, dist) > 1e-3
+    assert total_variation(counts, dist) < tv_bound(dist)
+
+
+def test_wrong_resampling_rule_fails_the_same_test(target, draft, monkeypatch):
+    """Resampling from p instead of normalise(max(0, p - q)) after a rejection is biased: caught."""
+    warp = WARPS[0]
+    dist = exact_two_token_distribution(target, warp)
+    monkeypatch.setattr(verify_module, "residual_distribution", lambda p, q: p)
+    counts = empirical(lambda g: speculative_generate(target, PROMPT, draft_model=draft, policy=FixedK(2),
+                                                      max_new_tokens=2, do_sample=True, generator=g).new_tokens)
+    assert chi_square_p_value(counts, dist) < 1e-3
+    assert total_variation(counts, dist) > tv_bound(dist)
+
+
+def test_top_k_and_top_p_warping():
+    logits = torch.tensor([3.0, 2.0, 1.0, 0.0, -1.0])
+    probs = Warp(True, 1.0, top_k=2).probs(logits)
+    assert probs[2:].sum() == 0 and torch.isclose(probs.sum(), torch.tensor(1.0))
+    full = torch.softmax(logits, -1)           # 0.636, 0.234, 0.086, ...
+    probs = Warp(True, 1.0, top_p=0.8).probs(logits)
+    assert (probs[:2] > 0).all() and probs[2:].sum() == 0     # 0.636 < 0.8, so the second token stays
+    assert torch.allclose(probs[:2], full[:2] / full[:2].sum())
+    assert torch.equal(Warp(True, 1.0, top_p=0.5).probs(logits) > 0, torch.tensor([True, False, False, False, False]))

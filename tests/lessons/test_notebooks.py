@@ -1,0 +1,56 @@
+"""Every notebook: clean on disk, runs under papermill in FAST mode, and records sane numbers.
+
+Executed copies are kept under build/notebooks/ for inspection, metrics under build/metrics/.
+"""
+import json
+
+import nbformat
+import papermill as pm
+import pytest
+
+from labkit.artifacts.paths import BUILD_DIR
+from labkit.lessons.notebook import execute_notebook, notebook_paths
+
+NOTEBOOKS = notebook_paths()
+REQUIRED_PARAMETERS = {"FAST", "SEED", "OUTPUT_DIR"}
+
+# Ranges, not exact floats: what each notebook's metrics JSON must satisfy in FAST mode.
+EXPECTED = {
+    "00_setup_check": {"n_new_tokens": (1, 10_000), "n_layers": (1, 1000), "n_parameters": (1e5, 1e9)},
+    "01_bayesian_optimization": {"forrester_best_found": (-6.0208, -5.9), "forrester_gap": (-1e-6, 0.1), "ei_median_final_gap": (-1e-6, 0.5), "random_median_final_gap": (-1e-6, 10.0), "exploration_trapped_settings": (1, 6), "branin_median_best_gp": (0.3978, 10.0), "branin_median_best_tpe": (0.3978, 20.0), "branin_median_best_random": (0.3978, 60.0), "update_ms": (0.0, 1000.0), "toy_best_speedup": (1.0, 3.0), "ard_hit_rate": (0.5, 1.0)},
+    "02_layer_skip_draft": {"agreement_50_default": (0.6, 1.0), "agreement_50_plain": (0.0, 0.95), "agreement_50_gap": (0.05, 1.0), "verify_5_steps": (0.9, 3.0), "speedup_predicted": (0.9, 10.0), "best_alpha": (0.3, 1.0), "n_trials": (20, 20), "token_agreement": (0.2, 1.0), "greedy_identical_to_plain": (1, 1), "speedup_measured_fixed_gamma": (0.2, 20.0), "search_seconds": (0.0, 120.0)},
+    "03_draft_verify_timeline": {"acceptance_rate_greedy": (0.3, 1.0), "acceptance_rate_sampling": (0.1, 1.0), "tokens_per_step": (1.2, 13.0), "one_pass_check_ok": (1, 1), "greedy_identical_to_plain": (1, 1), "ms_per_token": (0.01, 1000.0), "n_new_tokens": (48, 48)},
+    "04_playground": {"update_ms": (0.0, 500.0), "n_cells": (1, 10_000), "best_speedup": (0.5, 10.0), "live_speedup": (0.05, 20.0), "live_vs_grid": (0.2, 5.0), "live_identical_to_plain": (1, 1)},
+}
+
+
+def test_there_are_notebooks():
+    assert NOTEBOOKS, "no notebooks/NN_*.ipynb found"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_notebook_hygiene(path):
+    nb = nbformat.read(str(path), as_version=4)
+    assert nb.metadata.get("kernelspec", {}).get("name") == "python3"
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    assert all(not c.get("outputs") and c.get("execution_count") is None for c in code), "commit without outputs"
+    tagged = [c for c in nb.cells if "parameters" in c.get("metadata", {}).get("tags", [])]
+    assert len(tagged) == 1, "exactly one cell tagged 'parameters'"
+    params = pm.inspect_notebook(str(path))
+    assert REQUIRED_PARAMETERS <= set(params), f"parameters cell lacks {REQUIRED_PARAMETERS - set(params)}"
+    for name, spec in params.items():   # literals only: papermill can read a type-able default
+        assert spec["default"] not in (None, ""), name
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_notebook_runs_and_records_metrics(path):
+    metrics_dir = BUILD_DIR / "metrics"
+    target = metrics_dir / f"{path.stem}.json"
+    target.unlink(missing_ok=True)
+    execute_notebook(path, {"FAST": True, "OUTPUT_DIR": str(metrics_dir)})
+    record = json.loads(target.read_text())
+    assert path.stem in EXPECTED, f"add the metric ranges of {path.stem} to EXPECTED"
+    for key, (lo, hi) in EXPECTED[path.stem].items():
+        value = record["metrics"].get(key)
+        assert value is not None and lo <= value <= hi, f"{key}={value!r} outside [{lo}, {hi}]"

@@ -1,0 +1,66 @@
+"""The benchmark's machinery on tiny models (its numbers are produced by `python -m labkit.bench`, not here)."""
+import json
+
+import pytest
+
+from labkit.artifacts.paths import MODELS_DIR
+from labkit.measure import bench
+from labkit.viz.bench import bench_figure
+from tiny_models import tiny_model
+
+
+@pytest.fixture(scope="module")
+def tiny_folders(tmp_path_factory):
+    from transformers import AutoTokenizer
+
+    root = tmp_path_factory.mktemp("bench")
+    tokenizer = AutoTokenizer.from_pretrained(MODELS_DIR / "default")
+    out = {}
+    for name, layers, seed in (("target", 3, 0), ("small", 1, 5)):
+        model = tiny_model("llama", n_layers=layers, vocab_size=len(tokenizer), hidden_size=32, seed=seed,
+                           max_positions=512)
+        model.generation_config.pad_token_id = tokenizer.eos_token_id
+        model.save_pretrained(root / name)
+        tokenizer.save_pretrained(root / name)
+        out[name] = str(root / name)
+    return out
+
+
+def test_quick_benchmark_runs_every_method_and_checks_identity(tiny_folders, tmp_path):
+    cfg = bench.BenchConfig.quick(models=(tiny_folders["target"],), draft_model=tiny_folders["small"],
+                                  n_prompts=1, max_new_tokens=12, repeats=1, out_dir=str(tmp_path))
+    result = bench.run_benchmark(cfg)
+    names = [r["method"] for r in result["greedy"]]
+    assert any("HF generate" in n for n in names) and any("early exit" in n for n in names)
+    assert any("separate draft model" in n for n in names) and any("prompt lookup" in n for n in names)
+    for row in result["greedy"]:
+        assert row["identical_to_plain"] is True, row["method"]       # every greedy method is lossless
+        assert row["ms_per_token"] > 0 and row["ms_min"] <= row["ms_per_token"] <= row["ms_max"]
+    spec = [r for r in result["greedy"] if "self-spec" in r["method"]]
+    assert all(r["limit"] > 0 and 0 <= r["acceptance"] <= 1 for r in spec)
+    assert result["sampling"] and all(r["identical_to_plain"] is None for r in result["sampling"])
+    paths = bench.write_results(result, tmp_path)
+    assert json.loads(paths[0].read_text())["greedy"][0]["method"] == names[0]
+    fig = bench_figure(result["greedy"])
+    assert fig.layout.title.text and fig.layout.xaxis.title.text and len(fig.data) >= 2
+    assert "speedup" in bench.format_table(result["greedy"]).splitlines()[0] or "vs gen" in bench.format_table(result["greedy"])
+
+
+def test_summary_arithmetic():
+    import torch
+
+    seq = torch.tensor([[1, 2, 3]])
+    methods = [bench.Method("m: HF generate", "m", "baseline", None),
+               bench.Method("m: labkit plain loop", "m", "baseline", None),
+               bench.Method("m: self-spec", "m", "labkit", None)]
+    rec = lambda s, **kw: bench.RunRecord(s, 10, seq, **kw)
+    records = {"m: HF generate": [[rec(0.2)], [rec(0.4)]],
+               "m: labkit plain loop": [[rec(0.1)], [rec(0.1)]],
+               "m: self-spec": [[rec(0.05, drafted=8, accepted=6, steps=4, draft_s=0.01, verify_s=0.04)]] * 2}
+    rows = {r["method"]: r for r in bench.summarise(methods, records, {"m": "m: labkit plain loop"})}
+    assert rows["m: HF generate"]["ms_per_token"] == pytest.approx(30.0)          # median of 20 and 40
+    assert rows["m: self-spec"]["speedup_vs_plain_loop"] == pytest.approx(2.0)
+    assert rows["m: self-spec"]["speedup_vs_generate"] == pytest.approx(6.0)
+    assert rows["m: self-spec"]["acceptance"] == pytest.approx(0.75)
+    # limit = (A + 1) / (d c + c_v) with A = 1.5, d = 2, c = 1.25 ms / 10 ms, c_v = 10 ms / 10 ms
+    assert rows["m: self-spec"]["limit"] == pytest.approx(2.5 / (2 * 0.125 + 1.0))

@@ -1,0 +1,126 @@
+"""labkit.playground: the grid on a tiny random model, its file, the figures, and the widget glue.
+
+The model is a tiny random Llama saved with a character-level tokenizer, so ``load_model(path)``
+(used by the CLI and by "run live") reads it like any model folder; the search results it reads
+are a stub ``best.json`` in the format ``labkit.search.export_results`` writes.
+"""
+import json
+import time
+
+import pytest
+
+from labkit import SkipSet, best_skip_set, load_model
+from labkit.artifacts.results import BUCKET_WIDTH, ratio_buckets
+from labkit.measure import grid as pgm
+from tiny_models import save_tiny_model_folder
+
+
+PROMPTS = ["def add(a, b):\n    return", "for i in range(10):\n    print(i"]
+
+
+N_LAYERS = 4
+
+
+# one best set per bucket for ratios 0.25, 0.5 and 0.75 of the 8 blocks
+SETS = [SkipSet(attention=[3], mlp=[3]), SkipSet(attention=[2, 3], mlp=[2, 3]),
+        SkipSet(attention=[1, 2, 3], mlp=[1, 2, 3])]
+
+
+CONFIG = pgm.GridConfig(thresholds=(0.0, 0.5, 0.9), max_drafts=(2, 4), n_prompts=2, max_new_tokens=8, plain_every=5,
+                       cost_model_repeats=1, cost_model_sets=6)
+
+
+def write_search_stub(search_dir, key, sets):
+    """best.json as labkit.search.export_results writes it (only what best_skip_set reads, plus context)."""
+    buckets = []
+    for lo, hi in ratio_buckets():
+        inside = [s for s in sets if lo <= s.ratio(N_LAYERS) < hi]
+        best = ({"skip": inside[0].to_dict(), "ratio": inside[0].ratio(N_LAYERS), "n_skipped": inside[0].n_skipped,
+                 "value_ms_per_token": 1.0, "speedup": 1.0, "study": "stub", "trial": 0} if inside else None)
+        buckets.append({"lo": lo, "hi": hi, "n_trials": len(inside), "best": best})
+    folder = search_dir / key
+    folder.mkdir(parents=True)
+    (folder / "best.json").write_text(json.dumps({"model": key, "bucket_width": BUCKET_WIDTH, "n_layers": N_LAYERS,
+                                                  "overall": buckets[4]["best"], "buckets": buckets}))
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    root = tmp_path_factory.mktemp("playground")
+    path = save_tiny_model_folder(root / "tiny4", n_layers=N_LAYERS)
+    write_search_stub(root / "search", "tiny4", SETS)
+    return {"path": str(path), "search_dir": root / "search", "root": root}
+
+
+@pytest.fixture(scope="module")
+def grid_data(tiny):
+    model, tokenizer = load_model(tiny["path"])
+    t0 = time.perf_counter()
+    data = pgm.compute_grid(model, tokenizer, model_name=tiny["path"], config=CONFIG, search_dir=tiny["search_dir"],
+                           prompt_texts=PROMPTS, progress=False)
+    print(f"tiny grid: {len(data['cells'])} cells in {time.perf_counter() - t0:.1f} s")
+    return data
+
+
+@pytest.fixture(scope="module")
+def grid(grid_data, tiny):
+    path = pgm.save_grid(grid_data, tiny["root"] / "grids" / "tiny4.json")
+    return pgm.load_grid(tiny["path"], path=path)
+
+
+def test_grid_shape_values_and_metadata(grid_data, grid, tiny):
+    cells = grid_data["cells"]
+    ratios = [s.ratio(N_LAYERS) for s in SETS]
+    assert grid.ratios == ratios and grid.thresholds == [0.0, 0.5, 0.9] and grid.max_drafts == [2, 4]
+    assert grid.policies == ["static", "adaptive"]
+    keys = {(c["ratio"], c["threshold"], c["max_draft"], c["policy"]) for c in cells}
+    assert len(cells) == len(keys) == 3 * 3 * 2 * 2
+    for entry, skip in zip(grid_data["ratios"], SETS):           # the search's best set of each bucket
+        assert SkipSet.from_dict(entry["skip"]) == skip == best_skip_set(tiny["path"], entry["ratio"],
+                                                                         search_dir=tiny["search_dir"])
+        assert entry["plain_ms_per_token"] > 0 and len(entry["plain_ms_per_token_by_prompt"]) == 2
+    for c in cells:
+        assert 0.0 <= c["acceptance_rate"] <= 1.0
+        assert 1.0 <= c["tokens_per_step"] <= c["max_draft"] + 1
+        assert 0.0 <= c["drafted_per_step"] <= c["max_draft"]
+        assert c["new_tokens"] == 2 * 8
+        assert c["plain_ms_per_token"] > 0                            # the plain runs around the cell's own
+        assert c["speedup"] == pytest.approx(c["plain_ms_per_token"] / c["ms_per_token"], rel=1e-3)
+        assert c["c"] > 0 and c["c_v"] > 0 and c["analytic_speedup"] > 0
+        assert c["c_forward"] > 0 and c["c_v_forward"] > 0 and c["analytic_speedup_forward"] > 0    # cost model
+        # (A + 1) * steps >= new tokens and draft + verify time <= the whole call: the limit bounds the measurement
+        assert c["analytic_speedup"] >= c["speedup"] * (1 - 1e-3)
+        assert c["identical_to_plain"] is True                        # greedy self-speculation is lossless
+    # a static threshold of 0 never stops early: it drafts at least as much as 0.9 does
+    for r in ratios:
+        for k in (2, 4):
+            lo = grid.cell(pgm.Setting(r, 0.0, k, "static"))["drafted_per_step"]
+            hi = grid.cell(pgm.Setting(r, 0.9, k, "static"))["drafted_per_step"]
+            assert lo >= hi
+    assert grid_data["command"] == pgm.regenerate_command(tiny["path"])
+    assert grid_data["machine"]["platform"] and grid_data["created_at"].endswith("Z")
+    assert [p["text"] for p in grid_data["prompts"]] == PROMPTS
+    assert grid_data["cost_model"]["n_layers"] == N_LAYERS
+
+
+def test_missing_or_foreign_grid_file_names_the_regeneration_command(tmp_path):
+    with pytest.raises(FileNotFoundError, match=r"python -m labkit\.playground --model plain"):
+        pgm.load_grid("plain", playground_dir=tmp_path)
+    (tmp_path / "default.json").write_text(json.dumps({"format": "something else"}))
+    with pytest.raises(ValueError, match=r"python -m labkit\.playground --model default"):
+        pgm.load_grid("default", playground_dir=tmp_path)
+
+
+def test_cli_regenerates_a_grid_file_with_its_provenance(tiny):
+    out = tiny["root"] / "cli" / "tiny4.json"
+    argv = ["--model", tiny["path"], "--search-dir", str(tiny["search_dir"]), "--out", str(out),
+            "--thresholds", "0.5", "--max-drafts", "2", "--policies", "static", "--n-prompts", "1",
+            "--max-new-tokens", "4", "--cost-model-repeats", "0", "--max-ratio", "0.6"]
+    assert pgm.main(argv) == out
+    data = json.loads(out.read_text())
+    assert data["command"].startswith("python -m labkit.playground --model ")
+    assert "--max-new-tokens 4" in data["command"]
+    assert [c["ratio"] for c in data["cells"]] == [0.25, 0.5]                    # 0.75 is above --max-ratio
+    assert data["prompts"][0]["source"].count(":") >= 1                           # a held-out stdlib function
+    assert data["cost_model"] is None and data["cells"][0]["c_forward"] is None
+    assert data["cells"][0]["analytic_speedup"] > 0

@@ -1,0 +1,132 @@
+"""labkit.draft_lab: the figure builders and helpers of notebook 02, on tiny random models."""
+
+import pytest
+
+from labkit import SkipSet
+from labkit.measure import agreement as agr, analytic as ana
+from labkit.measure.agreement import AgreementProbe
+from labkit.measure.costmodel import CostModel, measure_cost_model
+from labkit.measure.robustness import greedy_elimination
+from labkit.viz import agreement as agrv, costs as costv
+from labkit.viz.style import PALETTE
+from tiny_models import ToyTokenizer, tiny_model
+
+
+def toy_cost_model(n_layers=4) -> CostModel:
+    return CostModel(
+        n_layers=n_layers, fixed_ms=1.0, attention_ms=[0.5] * n_layers, mlp_ms=[0.75] * n_layers,
+        layer_ms=[0.25] * n_layers, verify_ms=[7.0 + 0.5 * k for k in range(5)], full_step_ms=7.0, model="toy",
+        context=32, fit={"r2": 0.9, "n_sets": 10, "verify_raw_ms": [6.8 + 0.5 * k for k in range(5)]},
+        machine={"torch_threads": 1},
+    )
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    return tiny_model("llama", n_layers=4, vocab_size=97, seed=0)
+
+
+@pytest.fixture(scope="module")
+def paths(tiny):
+    other = tiny_model("llama", n_layers=4, vocab_size=97, seed=1)
+    texts = ["def f(x):", "a longer prompt"]
+    out = {}
+    for name, model in (("a", tiny), ("b", other)):
+        probe = AgreementProbe.from_prompts(model, ToyTokenizer(), texts, n_tokens=8)
+        out[name] = greedy_elimination(probe, 4, progress=False)
+    return out
+
+
+def test_cost_breakdown_figure_stacks_every_block():
+    cm = toy_cost_model()
+    fig = costv.cost_breakdown_figure(cm)
+    assert fig.layout.barmode == "stack" and len(fig.data) == 4
+    fixed, att, mlp, over = fig.data
+    assert list(att.x) == ["fixed", "0", "1", "2", "3", "mean layer"]
+    assert fixed.y[0] == 1.0 and list(att.y[1:]) == [0.5] * 5 and list(mlp.y[1:]) == [0.75] * 5
+    assert list(over.y[1:]) == [0.25] * 5
+    assert "7.00 ms" in fig.layout.title.text and "noisy" in fig.layout.title.text      # R^2 0.9 < 0.97
+    assert "attention block (2.00 ms in all, 29%)" == att.name
+    assert fig.layout.xaxis.title.text and fig.layout.yaxis.title.text
+
+
+def test_cost_figures_accept_a_measured_cost_model(tiny):
+    cm = measure_cost_model(tiny, context=16, repeats=1, warmup=1, max_draft=4, n_sets=6)
+    assert len(costv.cost_breakdown_figure(cm).data) == 4
+    fig = costv.verify_cost_figure(cm)
+    assert len(fig.data) == 3
+
+
+def test_verify_cost_figure():
+    cm = toy_cost_model()
+    fig = costv.verify_cost_figure(cm, highlight=5)
+    names = [t.name for t in fig.data]
+    assert any("separate" in n for n in names) and any("measured" in n for n in names)
+    line = fig.data[-1]
+    assert list(line.x) == [1, 2, 3, 4, 5] and line.y[0] == 1.0
+    assert "verifying 5 tokens costs 1.3 one-token steps" in fig.layout.annotations[0].text
+    cm.fit.pop("verify_raw_ms")
+    assert len(costv.verify_cost_figure(cm).data) == 2                      # no raw medians: the line only
+
+
+def test_single_block_figure(tiny):
+    probe = AgreementProbe.from_prompts(tiny, ToyTokenizer(), ["def f(x):"], n_tokens=6)
+    single = probe.single_block_agreement()
+    fig = agrv.single_block_figure(single)
+    assert list(fig.data[0].y) == ["attention", "MLP"] and len(fig.data[0].z[0]) == 4
+    assert list(fig.data[0].z[1]) == list(single["mlp"])
+    two = agrv.single_block_figure({"m1": single, "m2": single})
+    assert list(two.data[0].y) == ["m1 · attention", "m1 · MLP", "m2 · attention", "m2 · MLP"]
+    with pytest.raises(ValueError):
+        agrv.single_block_figure({"m1": single, "m2": {"attention": [1.0], "mlp": [1.0]}})
+    with pytest.raises(ValueError):
+        agrv.single_block_figure({})
+
+
+def test_redundancy_figure(paths):
+    fig = agrv.redundancy_figure(paths, 4, band=(0.25, 0.65), band_label="trained")
+    lines = [t for t in fig.data if t.mode == "lines+markers"]
+    assert [t.name for t in lines] == ["a", "b"] and list(lines[0].x) == list(range(9))
+    assert fig.layout.shapes[0].x0 == 2.0 and fig.layout.shapes[0].x1 == pytest.approx(5.2)
+    assert any("4 of 8 skipped" in a.text for a in fig.layout.annotations)
+    assert fig.layout.xaxis.title.text and fig.layout.yaxis.title.text
+    assert len(agrv.redundancy_figure(paths, 4, mark_ratio=None).layout.shapes) == 0
+    trained = SkipSet(attention=[1, 3], mlp=[2])
+    fig = agrv.redundancy_figure(paths, 4, sets={"trained draft path": (trained, 0.75)})
+    star = [t for t in fig.data if t.name == "trained draft path (75%)"]
+    assert len(star) == 1 and list(star[0].x) == [3] and list(star[0].y) == [0.75]
+    with pytest.raises(ValueError, match="layer index 4"):
+        agrv.redundancy_figure(paths, 4, sets={"bad": (SkipSet(mlp=[4]), 0.5)})
+    with pytest.raises(ValueError, match=r"\[0, 1\]"):
+        agrv.redundancy_figure(paths, 4, sets={"bad": (trained, 1.5)})
+
+
+def test_path_optima_and_predicted_cost_figure(paths):
+    cm = toy_cost_model()
+    best = ana.path_optima(cm, paths)
+    assert list(best.index) == ["a", "b"]
+    for name in paths:
+        frame = costv.predicted_cost_frame(cm, paths[name])
+        assert best.loc[name, "ms_per_token"] == pytest.approx(frame["ms_per_token"].min())
+        assert best.loc[name, "speedup"] == pytest.approx(cm.full_step_ms / best.loc[name, "ms_per_token"])
+    fig = costv.predicted_cost_figure(cm, paths, alphas=(0.6, 0.8, 0.9))
+    assert len(fig.data) == 3 + 2 * 2 + 1                   # fixed-alpha lines, a line and a star per model, plain
+    assert list(fig.data[-1].y) == [cm.full_step_ms] * 2 and "plain decoding" in fig.data[-1].name
+    assert "ms per generated token" in fig.layout.yaxis.title.text
+    with pytest.raises(ValueError):
+        costv.predicted_cost_figure(cm, {})
+
+
+def test_token_comparison_html(tiny):
+    c = agr.token_comparison(tiny, ToyTokenizer(), "def f(x):", SkipSet(attention=[1, 2, 3], mlp=[1, 2]), n_tokens=10)
+    page = agrv.token_comparison_html(c, ToyTokenizer(), per_row=4, labels=("target", "drafter"))
+    assert page.count("<table") == 3                         # 10 positions, 4 per table
+    assert page.count(f"background:{PALETTE['accepted']};color:white\" title=") == sum(c.agree)
+    assert page.count(f"background:{PALETTE['rejected']};color:white\" title=") == 10 - sum(c.agree)
+    assert "target (greedy)" in page and "drafter, same prefix" in page and "drafter on its own" in page
+    assert f"{sum(c.agree)} of 10 tokens agree" in page
+    lt = ord("<") - 32                                         # a token that decodes to "<" is escaped
+    assert "<td" in page and ">&lt;</td>" in agrv.token_comparison_html(
+        agrv.TokenComparison([1], [lt], [lt], [lt], SkipSet()), ToyTokenizer())
+    with pytest.raises(ValueError):
+        agrv.token_comparison_html(c, ToyTokenizer(), per_row=0)
