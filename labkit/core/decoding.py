@@ -25,7 +25,7 @@ from .sampling import Warp, sample
 from .skip import SkipSet
 from .state import DecodingState
 from .trace import StepRecord, Trace
-from .verify import accept, target_logits, verify
+from .verify import accept, verify
 
 __all__ = ["GenerationResult", "autoregressive_generate", "speculative_generate", "prefill", "decode_one_token",
            "speculative_step"]
@@ -97,18 +97,21 @@ def speculative_step(state: DecodingState, drafter: Drafter, policy: DraftPolicy
     t0 = time.perf_counter()
     draft = drafter.draft(state, budget, policy) if budget > 0 else Draft()
     t1 = time.perf_counter()
-    verdict = verify(state, target_logits(state, draft.tokens), draft, keep_p=keep_p)
+    logits, hidden_states = drafter.verify_forward(state, draft)
+    verdict = verify(state, logits, draft, keep_p=keep_p)
+    verdict.hidden_states = hidden_states
     new, kind = accept(state, draft.tokens, verdict)
-    drafter.commit(state, start, verdict.n_accepted)
+    drafter.commit(state, start, verdict)
     if draft.source == "model":                          # copied drafts say nothing about the model's confidence
         policy.update(len(draft), verdict.n_accepted)
+    policy.observe_target(verdict.target_confidence)
     t2 = time.perf_counter()
     p_drafted = verdict.p[torch.arange(len(draft)), draft.tokens].tolist() if verdict.p is not None and draft.tokens else []
     return StepRecord(
         position=start, drafted=draft.tokens, q=draft.q, confidence=draft.confidence, p=p_drafted,
         n_accepted=verdict.n_accepted, next_token=verdict.next_token if kind != "none" else -1, next_kind=kind,
         threshold=threshold, draft_s=t1 - t0, verify_s=t2 - t1, policy_state=policy.state(),
-        n_emitted=len(new), draft_source=draft.source)
+        n_emitted=len(new), draft_source=draft.source, target_confidence=verdict.target_confidence)
 
 
 @torch.inference_mode()

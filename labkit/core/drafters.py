@@ -3,7 +3,11 @@
 A :class:`Drafter` answers two questions each step (the seam transformers' candidate generators use):
 
 - ``draft(state, budget, policy)``: up to ``budget`` tokens d_1..d_γ with their draft probabilities q;
-- ``commit(state, verdict)``: what to keep of its own state once the target has verified the draft.
+- ``commit(state, start, verdict)``: what to keep, and what to learn, once the target has verified the draft.
+
+Two optional hooks let a drafter share work with the verifier: ``needs_hidden_states`` (the verify forward
+then also returns the target's hidden states, in ``verdict.hidden_states``) and ``verify_forward`` (a drafter
+whose draft already computed part of the target's forward, as an early-exit draft does, may finish it there).
 
 Strategies: :class:`SelfDrafter` (the target with some blocks skipped, sharing the target's KV cache:
 Draft & Verify), :class:`ModelDrafter` (a separate small model with a cache of its own), and
@@ -23,6 +27,7 @@ from .policies import DraftPolicy
 from .sampling import sample
 from .skip import SkipSet, skipping
 from .state import DecodingState
+from .verify import Verdict, target_forward
 
 __all__ = ["Draft", "Drafter", "SelfDrafter", "ModelDrafter", "LookupDrafter", "ngram_lookup", "make_drafter"]
 
@@ -49,13 +54,19 @@ class Draft:
 class Drafter:
     """Interface. ``prefill`` reads the prompt (all but the pending token) into the drafter's own state."""
 
+    needs_hidden_states: bool = False       # True: the verify forward also returns the target's hidden states
+
     def prefill(self, state: DecodingState, prompt_ids: torch.Tensor) -> None:
         """Called once, after the target read ``prompt_ids`` (1, T-1) into its cache."""
 
     def draft(self, state: DecodingState, budget: int, policy: DraftPolicy) -> Draft:
         raise NotImplementedError
 
-    def commit(self, state: DecodingState, start: int, n_accepted: int) -> None:
+    def verify_forward(self, state: DecodingState, draft: Draft):
+        """The target's (logits (γ+1, V), hidden states or None) at [pending, d_1..d_γ]: one full forward."""
+        return target_forward(state, draft.tokens, hidden_states=self.needs_hidden_states)
+
+    def commit(self, state: DecodingState, start: int, verdict: Verdict) -> None:
         """Called after every verification of a step that began at position ``start``; ``state.tokens``
         already holds what the step emitted, and the target's cache everything but the pending token."""
 
@@ -115,9 +126,9 @@ class ModelDrafter(Drafter):
                                           budget, policy)
         return draft
 
-    def commit(self, state: DecodingState, start: int, n_accepted: int) -> None:
+    def commit(self, state: DecodingState, start: int, verdict: Verdict) -> None:
         # still valid: positions before ``start`` (the pending token included) and the accepted drafts
-        self.cached = min(self.cached, start + n_accepted)
+        self.cached = min(self.cached, start + verdict.n_accepted)
         crop_to(self.cache, self.cached)
 
 
@@ -161,9 +172,13 @@ class LookupDrafter(Drafter):
             draft.add(token, q, keep_dist=state.warp.do_sample)
         return draft
 
-    def commit(self, state: DecodingState, start: int, n_accepted: int) -> None:
+    @property
+    def needs_hidden_states(self) -> bool:                      # type: ignore[override]
+        return self.fallback is not None and self.fallback.needs_hidden_states
+
+    def commit(self, state: DecodingState, start: int, verdict: Verdict) -> None:
         if self.fallback is not None:
-            self.fallback.commit(state, start, n_accepted)
+            self.fallback.commit(state, start, verdict)
 
 
 def make_drafter(model, *, skip: SkipSet | None = None, draft_model=None, lookup: int = 0) -> Drafter:

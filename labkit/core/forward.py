@@ -9,11 +9,18 @@ import torch
 
 from .architectures import check_supported
 
-__all__ = ["forward_tokens", "check_inputs", "eos_set"]
+__all__ = ["forward_tokens", "model_output", "check_inputs", "eos_set"]
 
 
 def forward_tokens(model, token_ids: list[int] | torch.Tensor, start: int, cache, logits_to_keep: int = 0) -> torch.Tensor:
     """Feed tokens at positions start.. into the model with the cache; returns (T or logits_to_keep, V) logits."""
+    return model_output(model, token_ids, start, cache, logits_to_keep).logits[0]                # (T', V)
+
+
+def model_output(model, token_ids: list[int] | torch.Tensor, start: int, cache, logits_to_keep: int = 0,
+                 output_hidden_states: bool = False):
+    """The model's whole output (logits (1, T', V), and every layer's hidden states when asked) for tokens fed
+    at positions start.. with the cache."""
     ids = token_ids if isinstance(token_ids, torch.Tensor) else torch.tensor([token_ids])
     if ids.dim() == 1:
         ids = ids[None]
@@ -25,9 +32,8 @@ def forward_tokens(model, token_ids: list[int] | torch.Tensor, start: int, cache
         # mapping skips mask building, which would size the mask from one cache layer while
         # drafting has left layers at different lengths.
         extra["attention_mask"] = dict.fromkeys(set(layer_types))
-    out = model(input_ids=ids, position_ids=positions, past_key_values=cache, use_cache=True,
-                logits_to_keep=logits_to_keep, **extra)
-    return out.logits[0]                                                     # (T', V)
+    return model(input_ids=ids, position_ids=positions, past_key_values=cache, use_cache=True,
+                 logits_to_keep=logits_to_keep, output_hidden_states=output_hidden_states, **extra)
 
 
 def check_inputs(model, input_ids, max_new_tokens) -> torch.LongTensor:

@@ -2,7 +2,9 @@
 
 The decoder calls ``keep_drafting(n_drafted, confidence)`` after each drafted token
 (``confidence`` = the draft's top-1 probability for that position; the token just drafted
-is always kept) and ``update(n_drafted, n_accepted)`` after each verification.
+is always kept), ``update(n_drafted, n_accepted)`` after each verification of a model draft, and
+``observe_target(confidence)`` after every verification with the target's probability of the token
+it emitted itself. A step drafts at most ``max_draft`` tokens (0: this step decodes plainly).
 
 ``AdaptiveThreshold`` is Draft & Verify's rule (Zhang et al. 2023, Sec. 3.3): a smoothed
 acceptance rate AR <- beta1 * AR + (1 - beta1) * (accepted / drafted); the threshold is
@@ -44,7 +46,10 @@ class DraftPolicy:
         raise NotImplementedError
 
     def update(self, n_drafted: int, n_accepted: int) -> None:
-        """Called after each verification (adaptive policies learn here)."""
+        """Called after each verification of a model draft (adaptive policies learn here)."""
+
+    def observe_target(self, confidence: float) -> None:
+        """Called after every verification with p(the token the target emitted): free, the verify pass made it."""
 
     def state(self) -> dict:
         return {"threshold": self.threshold, "max_draft": self.max_draft}

@@ -28,6 +28,7 @@ class StepRecord:
     policy_state: dict = field(default_factory=dict)   # after this step's update
     n_emitted: int = 0            # tokens appended (n + 1, fewer if EOS or the budget cut it)
     draft_source: str = "model"   # 'model' (skipped self / draft model) or 'lookup' (copied from the context)
+    target_confidence: float = float("nan")   # the target's probability of the token it emitted itself
 
     @property
     def n_drafted(self) -> int:

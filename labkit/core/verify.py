@@ -14,11 +14,11 @@ from dataclasses import dataclass
 import torch
 
 from .cache import crop_to
-from .forward import forward_tokens
+from .forward import model_output
 from .sampling import residual_distribution, sample
 from .state import DecodingState
 
-__all__ = ["Verdict", "target_logits", "verify", "verify_greedy", "verify_sampling", "accept"]
+__all__ = ["Verdict", "target_forward", "verify", "verify_greedy", "verify_sampling", "accept"]
 
 
 @dataclass
@@ -26,6 +26,8 @@ class Verdict:
     n_accepted: int                 # n: the first n drafted tokens are kept
     next_token: int                 # the target's replacement for d_{n+1}, or its bonus token
     p: torch.Tensor | None          # (γ+1, V) target probabilities (None: greedy without a trace)
+    target_confidence: float = float("nan")   # p(next_token) at its position: how sure the target was
+    hidden_states: tuple | None = None        # the target's hidden states at [pending, d_1..d_γ], when asked for
 
 
 def verify_greedy(logits: torch.Tensor, drafted: list[int]) -> tuple[int, int]:
@@ -52,15 +54,20 @@ def verify(state: DecodingState, logits: torch.Tensor, draft, *, keep_p: bool) -
     if state.warp.do_sample:
         p = state.warp.probs(logits)                                          # (γ+1, V)
         n, token = verify_sampling(p, draft.q_dists, draft.tokens, state.generator)
-        return Verdict(n, token, p)
+        return Verdict(n, token, p, float(p[n, token]))
     n, token = verify_greedy(logits, draft.tokens)
-    return Verdict(n, token, torch.softmax(logits.float(), dim=-1) if keep_p else None)
+    p = torch.softmax(logits.float(), dim=-1) if keep_p else None
+    confidence = p[n, token] if p is not None else torch.softmax(logits[n].float(), dim=-1)[token]
+    return Verdict(n, token, p, float(confidence))
 
 
-def target_logits(state: DecodingState, drafted: list[int]) -> torch.Tensor:
-    """(γ+1, V): one forward of the full model over the pending token and the draft."""
+def target_forward(state: DecodingState, drafted: list[int], *, hidden_states: bool = False):
+    """One forward of the full model over the pending token and the draft: logits (γ+1, V), and with
+    ``hidden_states`` the tuple of every layer's (γ+1, H) output as well (else None)."""
     crop_to(state.cache, state.position - 1)           # skipped attention appended nothing: realign layers
-    return forward_tokens(state.model, [state.tokens[-1]] + drafted, state.position - 1, state.cache)
+    out = model_output(state.model, [state.tokens[-1]] + drafted, state.position - 1, state.cache,
+                       output_hidden_states=hidden_states)
+    return out.logits[0], tuple(h[0] for h in out.hidden_states) if hidden_states else None
 
 
 def accept(state: DecodingState, drafted: list[int], verdict: Verdict) -> tuple[list[int], str]:
