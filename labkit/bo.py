@@ -33,6 +33,8 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 from scipy.stats import norm
 
+from .viz.widgets import as_widget, update_widget
+
 __all__ = [
     "FORRESTER_X_MIN", "FORRESTER_F_MIN", "BRANIN_F_MIN", "BRANIN_MINIMA", "SAMPLER_NAMES",
     "forrester", "branin", "fit_gp", "expected_improvement", "lower_confidence_bound",
@@ -555,7 +557,7 @@ class BOStepper:
 
         self.n_iter, self.n_init, self.seed = n_iter, n_init, seed
         self.history = run_bo_1d(acquisition, n_iter, xi, kappa, seed, n_init)
-        self.figure = go.FigureWidget(bo_step_figure(self.history, 0))
+        self.figure = as_widget(bo_step_figure(self.history, 0))
         self.last_update_ms = float("nan")
         self.prev_button = widgets.Button(description="◀", tooltip="previous step", layout=widgets.Layout(width="48px"))
         self.next_button = widgets.Button(description="▶", tooltip="next step", layout=widgets.Layout(width="48px"))
@@ -596,13 +598,10 @@ class BOStepper:
         t0 = time.perf_counter()
         i = self.step_slider.value
         h = self.history
-        with self.figure.batch_update():
-            for index, (x, y) in step_trace_xy(h, i).items():
-                self.figure.data[index].x, self.figure.data[index].y = x, y
-            self.figure.data[6].name = f"acquisition: {h.acquisition}"
-            self.figure.data[6].line.color = COLORS[h.acquisition]
-            self.figure.layout.yaxis2.title.text = _acquisition_axis_title(h.acquisition)
-            self.figure.layout.title.text = _step_title(h, i)
+        traces = {index: {"x": x, "y": y} for index, (x, y) in step_trace_xy(h, i).items()}
+        traces[6].update({"name": f"acquisition: {h.acquisition}", "line.color": COLORS[h.acquisition]})
+        update_widget(self.figure, traces, layout={"yaxis2.title.text": _acquisition_axis_title(h.acquisition),
+                                                  "title.text": _step_title(h, i)})
         self.last_update_ms = (time.perf_counter() - t0) * 1000
         self._set_status()
 

@@ -727,8 +727,8 @@ class TraceReplayer:
         self.figure = fig
         if figure_widget:
             try:
-                import plotly.graph_objects as go
-                self.figure = go.FigureWidget(fig)
+                from .viz.widgets import as_widget
+                self.figure = as_widget(fig)
             except Exception:  # no anywidget / widget frontend: keep the static figure, still updated
                 self.figure = fig
         self.prev_button = widgets.Button(description="◀", tooltip="previous step", layout=widgets.Layout(width="44px"))

@@ -1,0 +1,1 @@
+"""Figures and the widget plumbing they share (``labkit.viz.widgets``: FigureWidgets whose data reach plotly.js intact)."""
