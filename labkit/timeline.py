@@ -152,6 +152,9 @@ def _window_ms(times, trace, steps, window_ms, include_prefill) -> tuple[float, 
 # character width estimate for chip text (font size 11): chips get text only when it fits
 _CHAR_PX = 6.3
 _PLOT_MARGIN_PX = 190
+# Figures take the width of the notebook's output column (width=None); chip text is fitted for this many px, the
+# column beside JupyterLab's file browser at a 1280-px window (wider columns only leave the text more room).
+_NOMINAL_WIDTH_PX = 820
 
 
 def _fits(text: str, width_ms: float, px_per_ms: float) -> bool:
@@ -275,7 +278,7 @@ def highlight_shape(times, step: int, y0=-0.5, y1=1.6, xref="x", yref="y") -> di
 
 def timeline_figure(trace, tokenizer, *, steps: tuple[int, int] | None = None,
                     window_ms: tuple[float, float] | None = None, draft_label: str = "skipped layers",
-                    highlight_step: int | None = None, include_prefill: bool = True, width: int = 1100,
+                    highlight_step: int | None = None, include_prefill: bool = True, width: int | None = None,
                     height: int = 330, title: str | None = None):
     """Draft and verify lanes on one wall-clock axis (ms), one chip per token.
 
@@ -288,7 +291,7 @@ def timeline_figure(trace, tokenizer, *, steps: tuple[int, int] | None = None,
     trace = _as_trace(trace)
     times = step_times(trace, include_prefill)
     x0, x1 = _window_ms(times, trace, steps, window_ms, include_prefill)
-    px_per_ms = (width - _PLOT_MARGIN_PX) / max(x1 - x0, 1e-9)
+    px_per_ms = ((width or _NOMINAL_WIDTH_PX) - _PLOT_MARGIN_PX) / max(x1 - x0, 1e-9)
     bars, _ = _timeline_bars(trace, tokenizer, lanes=(1.0, 0.0), px_per_ms=px_per_ms, include_prefill=include_prefill,
                              showlegend=True)
     fig = go.Figure(bars)
@@ -310,7 +313,7 @@ def timeline_figure(trace, tokenizer, *, steps: tuple[int, int] | None = None,
 
 
 def comparison_figure(traces: dict, tokenizer, *, window_ms: tuple[float, float] | None = None,
-                      first_steps: int | None = None, draft_labels: dict | None = None, width: int = 1100,
+                      first_steps: int | None = None, draft_labels: dict | None = None, width: int | None = None,
                       row_height: int = 190,
                       title: str = "Same prompt, different drafting: timelines on one time scale"):
     """Timelines of several runs stacked on a shared ms axis (``traces``: {label: Trace or GenerationResult}).
@@ -334,7 +337,7 @@ def comparison_figure(traces: dict, tokenizer, *, window_ms: tuple[float, float]
         last = (lambda t: len(t) - 1) if first_steps is None else (lambda t: min(first_steps, len(t)) - 1)
         end = max((float(t.verify_end_ms.iloc[last(t)]) for t in all_times.values() if len(t)), default=1.0)
         window_ms = (-0.01 * end, 1.01 * end)
-    px_per_ms = (width - _PLOT_MARGIN_PX) / max(window_ms[1] - window_ms[0], 1e-9)
+    px_per_ms = ((width or _NOMINAL_WIDTH_PX) - _PLOT_MARGIN_PX) / max(window_ms[1] - window_ms[0], 1e-9)
     seen = set()
     for r, label in enumerate(labels, start=1):
         trace = _as_trace(traces[label])
@@ -369,7 +372,7 @@ def _step_window(trace: Trace, steps):
     return range(max(0, steps[0]), min(n, steps[1] + 1))
 
 
-def confidence_figure(trace, tokenizer=None, *, steps: tuple[int, int] | None = None, width: int = 1100,
+def confidence_figure(trace, tokenizer=None, *, steps: tuple[int, int] | None = None, width: int | None = None,
                       height: int = 420):
     """Each step's draft confidences (top-1 probability) with the threshold in force over them.
 
@@ -446,7 +449,8 @@ def confidence_figure(trace, tokenizer=None, *, steps: tuple[int, int] | None = 
     return fig
 
 
-def threshold_trajectory_figure(trace, *, target: float | None = None, width: int = 1100, height: int = 560):
+def threshold_trajectory_figure(trace, *, target: float | None = None, width: int | None = None,
+                                height: int = 560):
     """The adaptive threshold over a generation, against the (smoothed) acceptance rate that drives it.
 
     Top: each step's acceptance (accepted / drafted), the smoothed rate the policy reads from
@@ -571,7 +575,8 @@ def one_pass_check(model, sequence, prompt_length: int = 1, tokenizer=None) -> d
             "forward_ms": forward_ms}
 
 
-def one_pass_figure(check: dict, *, max_rows: int = 14, width: int = 900, plain_ms_per_token: float | None = None):
+def one_pass_figure(check: dict, *, max_rows: int = 14, width: int | None = None,
+                    plain_ms_per_token: float | None = None):
     """The one-pass check as a table: the token fed in, the sequence's next token, the argmax at that position."""
     import plotly.graph_objects as go
 
@@ -711,7 +716,7 @@ class TraceReplayer:
     """
 
     def __init__(self, run, tokenizer, *, window_steps: int = 8, draft_label: str = "skipped layers",
-                 width: int = 1100, figure_widget: bool = True):
+                 width: int | None = None, figure_widget: bool = True):
         import ipywidgets as widgets
 
         self.trace = _as_trace(run)
