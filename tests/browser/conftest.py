@@ -27,9 +27,10 @@ from servers import (CHROMIUM_ARGS, DEFAULT_CHROMIUM, INSTALL_HINT, REPO, SHOTS,
 
 
 # -- Chromium -----------------------------------------------------------------------------------
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser():
-    """A headless system Chromium under Playwright (skips the test when either is missing)."""
+    """A headless system Chromium under Playwright (skips the test when either is missing). One per test module:
+    nothing of it stays running while the rest of the suite runs."""
     sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright package is missing: "
                                    "pip install -e '.[test]' installs it")
     path = chromium_path()
@@ -100,7 +101,7 @@ def lab_root(notebooks: list[Path]) -> Path:
     return root
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def lab(browser):
     """A JupyterLab server on 127.0.0.1 over FAST copies of every notebook (it needs the browser: no Chromium,
     no server)."""
