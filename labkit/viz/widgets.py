@@ -16,8 +16,10 @@ So here:
   message, never a placeholder, the arrays as plain lists.
 
 Widgets get plain Python lists, never numpy arrays (a project convention): lists serialize to JSON the same way
-on every path (numpy arrays travel as binary buffers, float32 ones change their values, and a NaN has no JSON
-form), so what plotly.js draws is what Python computed. Non-finite numbers become ``None`` (a gap in a line).
+on every path, so what plotly.js draws is what Python computed. numpy arrays travel as binary buffers instead: a
+non-contiguous view (a column of a grid) cannot be sent at all ("Buffer ... is not contiguous"), float32 arrive
+rounded to float32, and each dtype takes its own path. Non-finite numbers become ``None`` (a gap in a line;
+JSON has no NaN).
 """
 from __future__ import annotations
 

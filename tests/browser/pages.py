@@ -18,6 +18,7 @@ import numpy as np
 PLOTLY_MIME = "application/vnd.plotly.v1+json"
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 TOL = 1e-6
+PAIRED = ("scatter", "scattergl", "bar")      # trace types whose x and y are one point each, index by index
 
 # Every plot under the element matched by the selector: traces, title, x range and shapes as plotly.js holds
 # them after drawing; and the text of every HTML widget there, in page order (= the widget tree's order).
@@ -175,6 +176,9 @@ def figure_mismatches(py: dict, dom: dict, where: str) -> list[str]:
     if len(py["traces"]) != len(dom["traces"]):
         return [f"{where}: {len(py['traces'])} traces in Python, {len(dom['traces'])} drawn"]
     for i, (p, d) in enumerate(zip(py["traces"], dom["traces"])):
+        if p["type"] in PAIRED and p["x"] and p["y"] and len(d["x"] or []) != len(d["y"] or []):
+            out.append(f"{where}, trace {i} ({p.get('name')}): drawn x/y lengths {len(d['x'] or [])}/"
+                       f"{len(d['y'] or [])}")
         for key in ("x", "y"):
             if p[key] is not None and not close(p[key], d[key]):
                 out.append(f"{where}, trace {i} ({p.get('name') or p.get('type')}) {key}: "

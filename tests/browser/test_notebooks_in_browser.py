@@ -20,7 +20,7 @@ import pytest
 
 from labkit.notebooks import notebook_paths
 from notebook_page import NotebookPage, WidgetDriver
-from pages import PLOTLY_MIME, WIDGET_MIME, close, decode
+from pages import PLOTLY_MIME, WIDGET_MIME, close, decode, wait_until
 
 pytestmark = pytest.mark.browser
 NOTEBOOKS = [p.name for p in notebook_paths()]
@@ -97,7 +97,11 @@ def shoot(ran, paths: dict) -> None:
 
 def test_figures_draw_what_python_gave(ran, shots):
     static, widgets = ran.of(PLOTLY_MIME), ran.of(WIDGET_MIME)
-    problems = [p for out in static for p in _static_mismatches(ran, out)]
+
+    def mismatches():
+        return [p for out in static for p in _static_mismatches(ran, out)]
+    wait_until(lambda: not mismatches(), 30)                  # the last outputs may still be drawing
+    problems = mismatches()
     assert not problems, "\n".join(problems[:10])
     for out in widgets:
         model_id = out["output"]["data"][WIDGET_MIME]["model_id"]
