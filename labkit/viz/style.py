@@ -30,8 +30,9 @@ PALETTE = {
 }
 #: Line colours of models (or runs) compared side by side: first, second, ...
 MODEL_COLORS = ("#1b9e77", "#d95f02", "#7570b3", "#e7298a")
-#: Widest figure (px) that fits JupyterLab's output column in a 1280-px window.
-FIGURE_WIDTH = 1000
+#: Width (px) for figures that need a fixed one (widgets; text fitted to bars): JupyterLab's output column beside
+#: the file browser in a 1280-px window is 848 px. Static figures leave ``width`` unset and fill the column.
+FIGURE_WIDTH = 820
 
 _VISIBLE = {" ": "␣", "\n": "⏎", "\t": "⇥", "\r": "␍"}
 

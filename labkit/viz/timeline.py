@@ -266,7 +266,7 @@ def highlight_shape(times, step: int, y0=-0.5, y1=1.6, xref="x", yref="y") -> di
 
 def timeline_figure(trace, tokenizer, *, steps: tuple[int, int] | None = None,
                     window_ms: tuple[float, float] | None = None, draft_label: str = "skipped layers",
-                    highlight_step: int | None = None, include_prefill: bool = True, width: int = FIGURE_WIDTH,
+                    highlight_step: int | None = None, include_prefill: bool = True, width: int | None = None,
                     height: int = 330, title: str | None = None):
     """Draft and verify lanes on one wall-clock axis (ms), one chip per token.
 
@@ -277,7 +277,7 @@ def timeline_figure(trace, tokenizer, *, steps: tuple[int, int] | None = None,
     trace = as_trace(trace)
     times = step_times(trace, include_prefill)
     x0, x1 = _window_ms(times, trace, steps, window_ms, include_prefill)
-    px_per_ms = (width - _PLOT_MARGIN_PX) / max(x1 - x0, 1e-9)
+    px_per_ms = ((width or FIGURE_WIDTH) - _PLOT_MARGIN_PX) / max(x1 - x0, 1e-9)     # chip text fits a column this wide
     bars, _ = _timeline_bars(trace, tokenizer, lanes=(1.0, 0.0), px_per_ms=px_per_ms, include_prefill=include_prefill,
                              showlegend=True)
     fig = go.Figure(bars)
@@ -299,7 +299,7 @@ def timeline_figure(trace, tokenizer, *, steps: tuple[int, int] | None = None,
 
 
 def comparison_figure(traces: dict, tokenizer, *, window_ms: tuple[float, float] | None = None,
-                      first_steps: int | None = None, draft_labels: dict | None = None, width: int = FIGURE_WIDTH,
+                      first_steps: int | None = None, draft_labels: dict | None = None, width: int | None = None,
                       row_height: int = 190,
                       title: str = "Same prompt, different drafting: timelines on one time scale"):
     """Timelines of several runs stacked on a shared ms axis (``traces``: {label: Trace or GenerationResult}).
@@ -321,7 +321,7 @@ def comparison_figure(traces: dict, tokenizer, *, window_ms: tuple[float, float]
         last = (lambda t: len(t) - 1) if first_steps is None else (lambda t: min(first_steps, len(t)) - 1)
         end = max((float(t.verify_end_ms.iloc[last(t)]) for t in all_times.values() if len(t)), default=1.0)
         window_ms = (-0.01 * end, 1.01 * end)
-    px_per_ms = (width - _PLOT_MARGIN_PX) / max(window_ms[1] - window_ms[0], 1e-9)
+    px_per_ms = ((width or FIGURE_WIDTH) - _PLOT_MARGIN_PX) / max(window_ms[1] - window_ms[0], 1e-9)
     seen = set()
     for r, label in enumerate(labels, start=1):
         trace = as_trace(traces[label])

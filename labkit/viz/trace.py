@@ -9,7 +9,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from ..core.trace import Trace
-from .style import FIGURE_WIDTH, PALETTE, token_labels, visible
+from .style import PALETTE, token_labels, visible
 from .timeline import DRAFT_KINDS, KIND_COLORS, KIND_LABELS, TARGET_KINDS, as_trace, header, plotly_text
 
 __all__ = ["confidence_figure", "threshold_trajectory_figure", "one_pass_figure", "step_html"]
@@ -52,7 +52,7 @@ def _confidence_points(trace: Trace, window, labels: dict) -> dict:
     return out
 
 
-def confidence_figure(trace, tokenizer=None, *, steps: tuple[int, int] | None = None, width: int = FIGURE_WIDTH,
+def confidence_figure(trace, tokenizer=None, *, steps: tuple[int, int] | None = None, width: int | None = None,
                       height: int = 420):
     """Each step's draft confidences (top-1 probability) with the threshold in force over them.
 
@@ -137,7 +137,7 @@ def _add_target(fig, steps: list[int], rates: list, target: float) -> None:
                       row=1, col=1, secondary_y=False)
 
 
-def threshold_trajectory_figure(trace, *, target: float | None = None, width: int = FIGURE_WIDTH, height: int = 560):
+def threshold_trajectory_figure(trace, *, target: float | None = None, width: int | None = None, height: int = 560):
     """The adaptive threshold over a generation, against the (smoothed) acceptance rate that drives it.
 
     Top: each step's acceptance (accepted / drafted), the smoothed rate the policy reads from
@@ -187,7 +187,8 @@ def threshold_trajectory_figure(trace, *, target: float | None = None, width: in
     return fig
 
 
-def one_pass_figure(check: dict, *, max_rows: int = 14, width: int = 900, plain_ms_per_token: float | None = None):
+def one_pass_figure(check: dict, *, max_rows: int = 14, width: int | None = None,
+                    plain_ms_per_token: float | None = None):
     """The one-pass check as a table: the token fed in, the sequence's next token, the argmax at that position."""
     table = check["table"].head(max_rows)
     has_text = "next_text" in table
