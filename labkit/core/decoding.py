@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -27,6 +28,9 @@ from .state import DecodingState
 from .trace import StepRecord, Trace
 from .verify import accept, verify
 
+if TYPE_CHECKING:                                   # annotation only: jacobi.py imports this module
+    from .jacobi import JacobiTrace
+
 __all__ = ["GenerationResult", "autoregressive_generate", "speculative_generate", "prefill", "decode_one_token",
            "speculative_step"]
 
@@ -34,7 +38,7 @@ __all__ = ["GenerationResult", "autoregressive_generate", "speculative_generate"
 @dataclass
 class GenerationResult:
     sequences: torch.LongTensor      # (1, prompt + new)
-    trace: Trace | None              # None for plain decoding
+    trace: Trace | JacobiTrace | None   # None for plain decoding; a JacobiTrace from jacobi_generate
     prompt_length: int
     elapsed_s: float                 # wall time of the whole call
 
