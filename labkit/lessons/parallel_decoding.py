@@ -1,0 +1,135 @@
+"""Notebook 06's glue: the iteration stepper (slider and ◀ ▶ over the positions × iterations grid of real runs)
+and the sentences that compare methods, written from the measured numbers (so they stay true on any rerun).
+
+Notation: a Jacobi iteration is one forward of the target p over a block of guessed tokens; it fixes the matched
+prefix plus one. "Forwards per token" counts forwards of the full model (plain decoding: 1).
+"""
+from __future__ import annotations
+
+import contextlib
+
+import plotly.graph_objects as go
+
+from ..viz.jacobi import grid_title, grid_view, iteration_grid_figure
+from ..viz.style import FIGURE_WIDTH
+
+__all__ = ["IterationStepper", "forwards_sentence", "speed_sentence", "why_sentence"]
+
+
+def _tokens_per_forward_phrase(tpf: float) -> str:
+    if tpf < 1.02:
+        return "no better than plain decoding's one"
+    if tpf < 1.15:
+        return "barely more than plain decoding's one"
+    return "clearly more than plain decoding's one"
+
+
+def forwards_sentence(frame, vanilla: str = "jacobi, pad", reference: str | None = None) -> str:
+    """How many full-model forwards each method needed per token, vanilla Jacobi first; ``frame`` from
+    :func:`labkit.measure.parallel.compare_decoders` (indexed by method)."""
+    reference = reference or frame.index[0]
+    v = frame.loc[vanilla]
+    others = [m for m in frame.index if m not in (vanilla, reference)]
+    best = min(others, key=lambda m: frame.loc[m, "forwards_per_token"]) if others else None
+    text = (f"Vanilla Jacobi ({vanilla}) needed {v.forwards_per_token:.3f} forwards of the full model per token, i.e. "
+            f"{v.tokens_per_forward:.2f} tokens per forward: {_tokens_per_forward_phrase(v.tokens_per_forward)}.")
+    if best is not None:
+        b = frame.loc[best]
+        fewer = "fewest" if b.forwards_per_token < v.forwards_per_token else "fewest, and still not fewer than vanilla Jacobi"
+        text += (f" The {fewer} was {best}: {b.forwards_per_token:.3f} per token "
+                 f"({b.tokens_per_forward:.2f} tokens per forward).")
+    return text
+
+
+def speed_sentence(frame, reference: str | None = None) -> str:
+    """Which methods ran faster than the reference on this machine, and which slower, by the measured medians."""
+    reference = reference or frame.index[0]
+    rows = [(m, float(frame.loc[m, "speedup"])) for m in frame.index if m != reference]
+    faster = [f"{m} ({s:.2f}×)" for m, s in sorted(rows, key=lambda r: -r[1]) if s > 1.0]
+    slower = [f"{m} ({s:.2f}×)" for m, s in sorted(rows, key=lambda r: -r[1]) if s <= 1.0]
+    parts = []
+    if faster:
+        parts.append(f"faster than the {reference}: {', '.join(faster)}")
+    if slower:
+        parts.append(f"not faster than the {reference}: {', '.join(slower)}")
+    return "Wall clock on this machine (median of the interleaved repetitions) — " + "; ".join(parts) + "."
+
+
+def why_sentence(stats: dict, label: str = "vanilla Jacobi") -> str:
+    """Why vanilla Jacobi barely beats one token per forward, in the numbers of
+    :func:`labkit.measure.parallel.jacobi_statistics`."""
+    share, right = stats["one_token_share"], stats["guess_right_rate"]
+    verdict = ("so nearly every iteration fixed only the one token that needs no guess" if share >= 0.8 else
+               "so many iterations fixed more than the one token that needs no guess")
+    return (f"In {label}, {share:.0%} of the {stats['iterations']} iterations fixed exactly one token, and a guess fed "
+            f"into the model was already the right token {right:.1%} of the time ({verdict}; the most one iteration "
+            f"fixed was {stats['max_fixed']}).")
+
+
+class IterationStepper:
+    """Step through the iterations of real Jacobi runs (``runs``: {label: jacobi_generate result}): a run selector,
+    ◀ ▶ and a slider; the grid shows the iterations up to the slider's. Display as the last expression of a cell."""
+
+    def __init__(self, runs: dict, tokenizer, *, max_positions: int = 24, max_iterations: int = 24,
+                 width: int = FIGURE_WIDTH):
+        import ipywidgets as widgets
+
+        if not runs:
+            raise ValueError("give at least one run")
+        self.runs, self.tokenizer = runs, tokenizer
+        self.limits = dict(max_positions=max_positions, max_iterations=max_iterations)
+        self.run = widgets.Dropdown(options=list(runs), description="run", layout=widgets.Layout(width="360px"))
+        self.slider = widgets.IntSlider(value=0, min=0, max=self._last(), description="iteration",
+                                        continuous_update=False, layout=widgets.Layout(width="520px"))
+        self.prev_button = widgets.Button(description="◀", tooltip="previous iteration", layout=widgets.Layout(width="44px"))
+        self.next_button = widgets.Button(description="▶", tooltip="next iteration", layout=widgets.Layout(width="44px"))
+        self.readout = widgets.HTML()
+        fig = iteration_grid_figure(self.result, tokenizer, upto=0, width=width, **self.limits)
+        try:
+            self.figure = go.FigureWidget(fig)
+        except Exception:  # no widget frontend: keep the static figure, still updated
+            self.figure = fig
+        self.run.observe(lambda _: self._new_run(), names="value")
+        self.slider.observe(lambda _: self.update(), names="value")
+        self.prev_button.on_click(lambda _: self.step_by(-1))
+        self.next_button.on_click(lambda _: self.step_by(+1))
+        children = [self.run, widgets.HBox([self.prev_button, self.slider, self.next_button]), self.readout]
+        if isinstance(self.figure, widgets.DOMWidget):
+            children.append(self.figure)
+        self.widget = widgets.VBox(children)
+        self.update()
+
+    @property
+    def result(self):
+        return self.runs[self.run.value]
+
+    def _last(self) -> int:
+        return max(0, min(len(self.result.trace.iterations), self.limits["max_iterations"]) - 1)
+
+    def _new_run(self) -> None:
+        self.slider.max = self._last()
+        self.slider.value = min(self.slider.value, self.slider.max)
+        self.update()
+
+    def step_by(self, delta: int) -> None:
+        self.slider.value = min(max(self.slider.value + delta, self.slider.min), self.slider.max)
+
+    def update(self) -> None:
+        view = grid_view(self.result, self.tokenizer, upto=int(self.slider.value), **self.limits)
+        fig = self.figure
+        batch = getattr(fig, "batch_update", None)
+        with batch() if batch else contextlib.nullcontext():
+            heat = fig.data[0]
+            heat.z, heat.text, heat.hovertext = view["z"], view["text"], view["hover"]
+            heat.x, heat.y = list(view["x"]), list(view["y"])
+            fig.layout.title.text = grid_title(self.result.trace, view)
+        it = self.result.trace.iterations[int(self.slider.value)]
+        self.readout.value = (f"iteration {self.slider.value + 1}: block of {it.width} slots, {sum(it.changed)} changed, "
+                              f"{it.n_fixed} fixed ({it.n_matched} guess{'es' * (it.n_matched != 1)} confirmed + 1)")
+
+    def _ipython_display_(self):
+        from IPython.display import display
+
+        display(self.widget)
+        if self.figure not in self.widget.children:
+            display(self.figure)
