@@ -47,25 +47,38 @@ def _fmt_p(p_value: float) -> str:
     return f"p-value {p_value:.3g}" if p_value >= 1e-4 else "p-value < 1e-4"
 
 
+def _monotone(ys: list[float], eps: float) -> int:
+    """+1 never falling, -1 never rising (changes within ``eps`` ignored), 0 neither."""
+    steps = [b - a for a, b in zip(ys, ys[1:])]
+    if all(d >= -eps for d in steps):
+        return 1
+    if all(d <= eps for d in steps):
+        return -1
+    return 0
+
+
 def describe_trend(xs, ys, what: str, *, x_name: str = "T", fmt: str = ".2f", tol: float = 0.02) -> str:
-    """A clause chosen by the data: '<what> rises/falls from a (x=..) to b (x=..)', 'stays at about a', or, when it
-    turns, where it peaks or bottoms out. ``tol``: changes smaller than this (relative to 1) count as flat."""
+    """A clause chosen by the data: '<what> rises/falls from a at x0 to b at x1', 'stays at about a', or, when it
+    turns, 'falls from a to m at xm, then rises to b'. Changes within ``tol`` (relative to 1) count as flat."""
     pairs = [(float(x), float(y)) for x, y in zip(xs, ys) if not math.isnan(float(y))]
     if len(pairs) < 2:
         return f"{what} is measured at fewer than two values of {x_name}"
-    (x0, y0), (x1, y1) = pairs[0], pairs[-1]
-    span = max(y for _, y in pairs) - min(y for _, y in pairs)
-    if span <= tol * max(1.0, abs(y0)):
-        return f"{what} stays at about {y0:{fmt}} from {x_name} = {x0:g} to {x1:g}"
-    diffs = [b[1] - a[1] for a, b in zip(pairs, pairs[1:])]
-    if all(d >= -tol * max(1.0, abs(y0)) for d in diffs) or all(d <= tol * max(1.0, abs(y0)) for d in diffs):
-        verb = "rises" if y1 > y0 else "falls"
-        return f"{what} {verb} from {y0:{fmt}} at {x_name} = {x0:g} to {y1:{fmt}} at {x_name} = {x1:g}"
-    xm, ym = max(pairs, key=lambda p: p[1]) if abs(max(y for _, y in pairs) - y0) >= abs(min(y for _, y in pairs) - y0) \
-        else min(pairs, key=lambda p: p[1])
-    turn = "peaks at" if ym > y0 else "bottoms out at"
-    return (f"{what} does not move one way: {y0:{fmt}} at {x_name} = {x0:g}, {turn} {ym:{fmt}} at {x_name} = {xm:g}, "
-            f"{y1:{fmt}} at {x_name} = {x1:g}")
+    xv, yv = [x for x, _ in pairs], [y for _, y in pairs]
+    eps = tol * max(1.0, abs(yv[0]))
+    at = lambda i: f"{yv[i]:{fmt}} at {x_name} = {xv[i]:g}"                   # noqa: E731
+    if max(yv) - min(yv) <= eps:
+        return f"{what} stays at about {yv[0]:{fmt}} from {x_name} = {xv[0]:g} to {xv[-1]:g}"
+    direction = _monotone(yv, eps)
+    if direction:
+        return f"{what} {'rises' if direction > 0 else 'falls'} from {at(0)} to {at(-1)}"
+    turns = [i for i in (yv.index(max(yv)), yv.index(min(yv))) if 0 < i < len(yv) - 1]
+    if not turns:
+        verb = "rises" if yv[-1] > yv[0] else "falls"
+        return f"{what} {verb} overall from {at(0)} to {at(-1)}, not steadily"
+    m = max(turns, key=lambda i: abs(yv[i] - yv[0]) + abs(yv[i] - yv[-1]))
+    first, second = ("rises", "falls") if yv[m] > yv[0] else ("falls", "rises")
+    wiggle = "" if _monotone(yv[: m + 1], eps) and _monotone(yv[m:], eps) else " (with ups and downs in between)"
+    return f"{what} {first} from {at(0)} to {at(m)}, then {second} to {at(-1)}{wiggle}"
 
 
 def alpha_sentence(view: dict, gamma: int) -> str:
