@@ -1,5 +1,5 @@
-"""The speculative-sampling lesson's measurements: the closed forms, the Monte-Carlo and its chi-square test
-(the correct rule passes, both wrong rules fail at the notebook's sample size), and recording real decisions."""
+"""The speculative-sampling lesson's measurements: the closed forms, the Monte-Carlo and its chi-square test, and
+recording real decisions (the notebook's own sample size is checked in tests/lessons)."""
 import math
 
 import pytest
@@ -51,19 +51,6 @@ def test_simulation_matches_the_closed_form(seed):
         assert int(counts.sum()) == 200_000
         exact = ss.rule_distribution(p, q, rule)
         assert ss.total_variation(counts.float() / 200_000, exact) < 0.01, rule
-
-
-def test_only_the_correct_rule_passes_on_synthetic_pairs():
-    """The Monte-Carlo's claim on 20 synthetic (p, q) pairs (the real position is checked in tests/lessons)."""
-    passes = {rule: 0 for rule in ss.RULES}
-    for seed in range(20):
-        p, q = pair(100 + seed, V=4096, sharp=2.5, closeness=0.6)
-        for row in ss.monte_carlo(p, q, 20_000, seed=seed, level=0.01):
-            passes[row["rule"]] += row["consistent_with_p"]
-            if row["rule"] != "speculative":
-                assert row["power"] > 0.99 and row["tv_to_p"] > 0.01
-    assert passes["speculative"] >= 18          # a correct rule fails a 1 % test about once in 100 draws
-    assert passes["resample from p"] == 0 and passes["greedy draft"] == 0
 
 
 def test_distribution_test_bins_and_power():
