@@ -5,11 +5,11 @@ from .cache import crop_to, new_cache
 from .decoding import GenerationResult, autoregressive_generate, speculative_generate
 from .drafters import Draft, Drafter, LookupDrafter, ModelDrafter, SelfDrafter, ngram_lookup
 from .forward import forward_tokens
-from .jacobi import JacobiIteration, JacobiTrace, jacobi_generate
+from .jacobi import jacobi_generate
 from .policies import AdaptiveThreshold, DraftPolicy, FixedK, StaticThreshold
 from .sampling import Warp
 from .skip import SkipSet, format_skip_set, parse_skip_set, skipping
-from .trace import StepRecord, Trace
+from .trace import JacobiIteration, JacobiTrace, StepRecord, Trace
 
 __all__ = [
     "AdaptiveThreshold", "Draft", "DraftPolicy", "Drafter", "FixedK", "GenerationResult", "JacobiIteration",

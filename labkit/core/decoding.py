@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import torch
 
@@ -25,11 +24,8 @@ from .policies import AdaptiveThreshold, DraftPolicy
 from .sampling import Warp, sample
 from .skip import SkipSet
 from .state import DecodingState
-from .trace import StepRecord, Trace
+from .trace import JacobiTrace, StepRecord, Trace
 from .verify import accept, verify
-
-if TYPE_CHECKING:                                   # annotation only: jacobi.py imports this module
-    from .jacobi import JacobiTrace
 
 __all__ = ["GenerationResult", "autoregressive_generate", "speculative_generate", "prefill", "decode_one_token",
            "speculative_step"]
