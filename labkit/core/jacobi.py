@@ -124,13 +124,15 @@ def _apply_f(model, cache, tokens: list[int], block: list[int], eos: frozenset[i
 
 
 @torch.inference_mode()
-def jacobi_generate(model, input_ids, max_new_tokens: int, *, block_size: int = 8, method: str = "jacobi",
+def jacobi_generate(model, input_ids, max_new_tokens: int, *, block_size: int = 4, method: str = "jacobi",
                     init: str = "pad", skip: SkipSet | None = None, eos_token_id=None,
                     pad_token_id: int | None = None) -> GenerationResult:
     """Greedy decoding by fixed-point iteration over blocks of ``block_size`` future tokens (see the module
     docstring for ``method`` and ``init``). Token-identical to plain greedy decoding; never more iterations
     than tokens. ``skip``: the blocks the self-draft skips (``init="self-draft"`` only). ``pad_token_id``
-    (``init="pad"``): default the model's pad token, else 0. The result's ``trace`` is a :class:`JacobiTrace`."""
+    (``init="pad"``): default the model's pad token, else 0. The result's ``trace`` is a :class:`JacobiTrace`.
+    ``block_size`` 4 by default: larger blocks fixed no more tokens per forward on the lab's model and cost more
+    per forward (docs/decisions.md)."""
     input_ids = check_inputs(model, input_ids, max_new_tokens)
     pad_token_id = _check_args(model, block_size, method, init, skip, pad_token_id)
     if skip is not None:

@@ -59,7 +59,7 @@ class BenchConfig:
     temperature: float = 0.7
     hf_builtins: bool = True
     jacobi: bool = True                 # Jacobi / Gauss-Seidel rows (each initialisation) on the first model
-    jacobi_block: int = 8
+    jacobi_block: int = 4                # the fewest iterations per token for the self-draft (docs/decisions.md)
     out_dir: str = str(BENCH_DIR)       # committed: the README quotes it
 
     @classmethod
