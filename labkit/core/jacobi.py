@@ -107,7 +107,8 @@ def _initial_guess(init: str, n: int, tokens: list[int], block: list[int], pad_t
     return _self_draft(model, skip, cache, tokens, block, n)
 
 
-def _apply_f(model, cache, tokens: list[int], block: list[int], eos: frozenset[int]) -> tuple[list[int], int, list[int]]:
+def _apply_f(model, cache, tokens: list[int], block: list[int],
+             eos: frozenset[int]) -> tuple[list[int], int, list[int]]:
     """One Jacobi iteration: F of the whole block in one forward; commits the proven prefix to ``tokens``
     (through the first EOS) and keeps the cache on it. Returns (output, n_fixed, committed tokens)."""
     logits = forward_tokens(model, [tokens[-1]] + block[:-1], len(tokens) - 1, cache)     # (w, V)

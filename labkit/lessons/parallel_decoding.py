@@ -87,8 +87,9 @@ class IterationStepper:
         self.run = widgets.Dropdown(options=list(runs), description="run", layout=widgets.Layout(width="360px"))
         self.slider = widgets.IntSlider(value=0, min=0, max=self._last(), description="iteration",
                                         continuous_update=False, layout=widgets.Layout(width="520px"))
-        self.prev_button = widgets.Button(description="◀", tooltip="previous iteration", layout=widgets.Layout(width="44px"))
-        self.next_button = widgets.Button(description="▶", tooltip="next iteration", layout=widgets.Layout(width="44px"))
+        narrow = widgets.Layout(width="44px")
+        self.prev_button = widgets.Button(description="◀", tooltip="previous iteration", layout=narrow)
+        self.next_button = widgets.Button(description="▶", tooltip="next iteration", layout=narrow)
         self.readout = widgets.HTML()
         fig = iteration_grid_figure(self.result, tokenizer, upto=0, width=width, **self.limits)
         try:
@@ -130,8 +131,9 @@ class IterationStepper:
             heat.x, heat.y = list(view["x"]), list(view["y"])
             fig.layout.title.text = grid_title(self.result.trace, view)
         it = self.result.trace.iterations[int(self.slider.value)]
-        self.readout.value = (f"iteration {self.slider.value + 1}: block of {it.width} slots, {sum(it.changed)} changed, "
-                              f"{it.n_fixed} fixed ({it.n_matched} guess{'es' * (it.n_matched != 1)} confirmed + 1)")
+        guesses = f"{it.n_matched} guess{'es' * (it.n_matched != 1)}"
+        self.readout.value = (f"iteration {self.slider.value + 1}: block of {it.width} slots, "
+                              f"{sum(it.changed)} changed, {it.n_fixed} fixed ({guesses} confirmed + 1)")
 
     def _ipython_display_(self):
         from IPython.display import display

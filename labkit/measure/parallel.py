@@ -118,7 +118,7 @@ def compare_decoders(prompt_ids: list[torch.Tensor], methods: Mapping[str, Decod
     base = rows[0]["ms_per_token"]
     for row in rows:
         row["speedup"] = base / row["ms_per_token"]
-        row["identical"] = all(torch.equal(a.sequences, b.sequences) for ra, rb in zip(runs[row["method"]], runs[reference])
-                               for (a, _), (b, _) in zip(ra, rb))
+        pairs = [(a, b) for ra, rb in zip(runs[row["method"]], runs[reference]) for (a, _), (b, _) in zip(ra, rb)]
+        row["identical"] = all(torch.equal(a.sequences, b.sequences) for a, b in pairs)
     last = {label: [r for r, _ in runs[label][-1]] for label in methods}
     return pd.DataFrame(rows).set_index("method"), last

@@ -104,7 +104,8 @@ class RecordingDrafter(Drafter):
 
 
 def record_positions(model, input_ids, *, skip: SkipSet, temperature: float, max_new_tokens: int,
-                     policy: DraftPolicy | None = None, seed: int = 0) -> tuple[GenerationResult, list[SampledPosition]]:
+                     policy: DraftPolicy | None = None,
+                     seed: int = 0) -> tuple[GenerationResult, list[SampledPosition]]:
     """One real sampled self-speculative run (``policy`` default FixedK(4), seeded) and its tested positions."""
     recorder = RecordingDrafter(SelfDrafter(model, skip))
     result = speculative_generate(model, input_ids, drafter=recorder, policy=policy or FixedK(4),

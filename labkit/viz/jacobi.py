@@ -102,8 +102,9 @@ def iteration_grid_figure(result, tokenizer, *, upto: int | None = None, max_pos
         textfont=dict(size=10), hovertemplate="%{hovertext}<extra></extra>", hoverongaps=False))
     for state in STATES:                                            # legend entries for the cell colours
         fig.add_scatter(x=[None], y=[None], mode="markers", name=STATE_LABELS[state],
-                        marker=dict(symbol="square", size=13, color=STATE_COLORS[state], line=dict(color="#999", width=1)))
-    fig.update_layout(width=width, plot_bgcolor="white", xaxis=dict(title="iteration (one forward each)", side="bottom"),
+                        marker=dict(symbol="square", size=13, color=STATE_COLORS[state],
+                                    line=dict(color="#999", width=1)))
+    fig.update_layout(width=width, plot_bgcolor="white", xaxis=dict(title="iteration (one forward each)"),
                       yaxis=dict(title="position after the prompt", autorange="reversed", type="category"))
     header(fig, grid_title(trace, view), height or 150 + 22 * len(view["y"]), left=60)
     return fig

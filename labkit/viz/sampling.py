@@ -88,7 +88,8 @@ def distributions_figure(view: dict, *, where: str = "", width: int = FIGURE_WID
     fig.update_yaxes(title_text="probability", row=1, col=1)
     fig.update_yaxes(title_text="P(accept)", range=[0, 1.08], row=2, col=1)
     fig.update_yaxes(title_text="probability", row=3, col=1)
-    fig.update_xaxes(title_text="token (whitespace shown as ␣ ⏎)", tickangle=-35, row=3, col=1)
+    fig.update_xaxes(title_text="token (whitespace shown as ␣ ⏎)", tickangle=-35, tickfont=dict(size=13), row=3,
+                     col=1)
     fig.update_annotations(font=dict(size=12))
     fig.update_layout(barmode="group", template="plotly_white", width=width)
     header(fig, distribution_title(view, where), height, bottom=100)
@@ -103,7 +104,8 @@ def monte_carlo_view(p: torch.Tensor, row: dict, labels: dict[int, str], *, k: i
     p_value = row["p_value"]
     shown = "n/a (too few bins)" if math.isnan(p_value) else (f"{p_value:.3g}" if p_value >= 1e-4 else "< 1e-4")
     return {"x": _names(ids, labels), "p": [float(p[i]) for i in ids], "empirical": [float(freq[i]) for i in ids],
-            "title": f"<b>{row['rule']}</b>: χ² = {row['statistic']:.0f}, df = {row['df']}, p-value {shown} → {verdict}"}
+            "title": (f"<b>{row['rule']}</b>: χ² = {row['statistic']:.0f}, df = {row['df']}, p-value {shown} → "
+                      f"{verdict}")}
 
 
 def monte_carlo_figure(p: torch.Tensor, rows: list[dict], labels: dict[int, str], *, k: int = 8,
@@ -123,7 +125,7 @@ def monte_carlo_figure(p: torch.Tensor, rows: list[dict], labels: dict[int, str]
                     marker_color=PALETTE["live"], showlegend=i == 1, legendgroup="mc", row=i, col=1,
                     hovertemplate="%{x}<br>frequency %{y:.4f}<extra></extra>")
         fig.update_yaxes(title_text="probability", row=i, col=1)
-        fig.update_xaxes(tickangle=-35, row=i, col=1)
+        fig.update_xaxes(tickangle=-35, tickfont=dict(size=13), row=i, col=1)
     fig.update_annotations(font=dict(size=12), x=0.0, xanchor="left")
     fig.update_layout(barmode="group", template="plotly_white", width=width)
     header(fig, f"{rows[0]['n']:,} Monte-Carlo runs of one drafted slot per rule, each tested against p at level "

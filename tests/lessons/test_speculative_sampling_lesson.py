@@ -42,7 +42,8 @@ def sweep(over: bool, faster: bool):
     return pd.DataFrame({"temperature": [0.5, 1.0], "measured_alpha": [0.7, 0.6], "predicted_alpha": [0.72, 0.58],
                          "tested": [80, 90], "tokens_per_step": [2.5, 2.0], "expected_tokens_per_step": e,
                          "measured_speedup": [1.3, 1.2] if faster else [0.8, 0.9],
-                         "predicted_speedup": [1.0, 1.0], "c_v": [1.3, 1.4]})
+                         "predicted_speedup": [1.0, 1.0], "predicted_speedup_cv": [0.9, 0.85],
+                         "c_v": [1.3, 1.4]})
 
 
 def test_sweep_sentences_follow_the_numbers():
@@ -51,6 +52,7 @@ def test_sweep_sentences_follow_the_numbers():
     assert "within 0.020" in a[1] and "T = 0.5" in a[1]
     assert "overestimates" in a[2] and "2 of 2" in a[2]
     assert "below Leviathan's E / (γc + 1) at 2 of 2" in a[3] and "(more than one)" in a[3]
+    assert "E / (γc + c_v) is within 0.10 of the measured speedup" in a[3]
     b = lesson.sweep_sentences(sweep(over=False, faster=True))
     assert "underestimates" in b[2] and "0 of 2" in b[2]
     assert "speedup over plain sampling falls from 1.30" in b[0] and "at 0 of 2" in b[3]
@@ -129,7 +131,8 @@ def test_notebook_default_position_separates_the_rules():
     from labkit.artifacts.prompts import pick_prompt
     from labkit.artifacts.results import skip_set_for
 
-    params = {k: v["default"] for k, v in pm.inspect_notebook(str(NOTEBOOK_DIR / "05_speculative_sampling.ipynb")).items()}
+    found = pm.inspect_notebook(str(NOTEBOOK_DIR / "05_speculative_sampling.ipynb"))
+    params = {k: v["default"] for k, v in found.items()}
     model, tokenizer = labkit.load_model(params["MODEL"].strip("\"'"))
     _, ids, n_new = pick_prompt(tokenizer, model, int(params["N_NEW"]), seed=int(params["SEED"]))
     skip, _ = skip_set_for("default", model.config.num_hidden_layers)
