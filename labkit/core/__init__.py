@@ -5,14 +5,16 @@ from .cache import crop_to, new_cache
 from .decoding import GenerationResult, autoregressive_generate, speculative_generate
 from .drafters import Draft, Drafter, LookupDrafter, ModelDrafter, SelfDrafter, ngram_lookup
 from .forward import forward_tokens
+from .jacobi import jacobi_generate
 from .policies import AdaptiveThreshold, DraftPolicy, FixedK, StaticThreshold
 from .sampling import Warp
 from .skip import SkipSet, format_skip_set, parse_skip_set, skipping
-from .trace import StepRecord, Trace
+from .trace import JacobiIteration, JacobiTrace, StepRecord, Trace
 
 __all__ = [
-    "AdaptiveThreshold", "Draft", "DraftPolicy", "Drafter", "FixedK", "GenerationResult", "LookupDrafter",
-    "ModelDrafter", "SUPPORTED_ARCHITECTURES", "SelfDrafter", "SkipSet", "StaticThreshold", "StepRecord", "Trace",
-    "Warp", "autoregressive_generate", "check_supported", "crop_to", "format_skip_set", "forward_tokens",
-    "new_cache", "ngram_lookup", "parse_skip_set", "skipping", "speculative_generate",
+    "AdaptiveThreshold", "Draft", "DraftPolicy", "Drafter", "FixedK", "GenerationResult", "JacobiIteration",
+    "JacobiTrace", "LookupDrafter", "ModelDrafter", "SUPPORTED_ARCHITECTURES", "SelfDrafter", "SkipSet",
+    "StaticThreshold", "StepRecord", "Trace", "Warp", "autoregressive_generate", "check_supported", "crop_to",
+    "format_skip_set", "forward_tokens", "jacobi_generate", "new_cache", "ngram_lookup", "parse_skip_set", "skipping",
+    "speculative_generate",
 ]

@@ -25,6 +25,10 @@ PALETTE = {
     # metrics and markers
     "acceptance": "#1f77b4", "tokens_per_step": "#2ca02c", "speedup": "#9467bd", "auxiliary": "#7f7f7f",
     "analytic": "#222222", "current": "#d62728", "live": "#ff7f0e",
+    # speculative sampling: the two distributions and what is left of p after the draft (notebook 05)
+    "target": "#2166ac", "draft": "#e08214", "residual": "#762a83",
+    # a slot of a Jacobi iteration (notebook 06): proven in an earlier iteration / proven now / changed / unchanged
+    "final": "#d9d9d9", "fixed_now": "#2ca25f", "changed": "#de2d26", "unchanged": "#c7e9c0",
     # kinds of decoding method
     "baseline": "#9e9e9e", "labkit": "#2e7d32", "transformers": "#1565c0",
 }

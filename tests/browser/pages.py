@@ -27,6 +27,9 @@ JS_DOM_STATE = """(sel) => {
   if (!root) return null;
   const arr = v => (v === undefined || v === null) ? null : Array.from(v, e =>
       (e === undefined || (typeof e === 'number' && !isFinite(e))) ? null : e);
+  const deep = v => (v === undefined || v === null) ? null
+      : (Array.isArray(v) || ArrayBuffer.isView(v)) ? Array.from(v, deep)
+      : (typeof v === 'number' && !isFinite(v)) ? null : v;
   const figures = Array.from(root.querySelectorAll('.js-plotly-plot')).map(gd => {
     const L = gd._fullLayout || {};
     return {
@@ -35,7 +38,7 @@ JS_DOM_STATE = """(sel) => {
       xrange: L.xaxis ? arr(L.xaxis.range) : null,
       shapes: (L.shapes || []).map(s => [s.x0, s.x1, s.y0, s.y1]),
       traces: (gd._fullData || []).map(t => ({uid: t.uid, type: t.type, name: t.name || '',
-                                               x: arr(t.x), y: arr(t.y)})),
+                                               x: arr(t.x), y: arr(t.y), z: deep(t.z)})),
     };
   });
   const html = Array.from(root.querySelectorAll('.widget-html-content')).map(e => e.textContent);
@@ -66,7 +69,7 @@ def __labkit_widget_state(model_id):
             figures.append({"title": w.layout.title.text or "", "xrange": plain(w.layout.xaxis.range),
                             "shapes": [[plain(s.x0), plain(s.x1), plain(s.y0), plain(s.y1)] for s in w.layout.shapes],
                             "traces": [{"uid": t.uid, "type": t.type, "name": t.name or "", "x": plain(t.x),
-                                        "y": plain(t.y)} for t in w.data]})
+                                        "y": plain(t.y), "z": plain(getattr(t, "z", None))} for t in w.data]})
         elif isinstance(w, ipywidgets.HTML):
             html.append(w.value)
         for child in getattr(w, "children", ()):
@@ -179,8 +182,8 @@ def figure_mismatches(py: dict, dom: dict, where: str) -> list[str]:
         if p["type"] in PAIRED and p["x"] and p["y"] and len(d["x"] or []) != len(d["y"] or []):
             out.append(f"{where}, trace {i} ({p.get('name')}): drawn x/y lengths {len(d['x'] or [])}/"
                        f"{len(d['y'] or [])}")
-        for key in ("x", "y"):
-            if p[key] is not None and not close(p[key], d[key]):
+        for key in ("x", "y", "z"):                           # z: heatmaps
+            if p.get(key) is not None and not close(p[key], d.get(key)):
                 out.append(f"{where}, trace {i} ({p.get('name') or p.get('type')}) {key}: "
                            f"Python {_short(p[key])}, drawn {_short(d[key])}")
     if squash(py.get("title") or "") != squash(dom.get("title") or ""):

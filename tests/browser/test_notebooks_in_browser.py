@@ -6,8 +6,9 @@ Per notebook (FAST mode, one kernel each, shut down after):
 - every plotly figure draws what Python gave it: static figures, the x and y in the cell's output (equal, non-zero
   lengths where both are given, values within 1e-6); FigureWidgets, the x and y, title, x range and shapes the
   kernel holds, within 1e-6, and every HTML widget beside them shows the kernel's text;
-- every control of the lab's widgets (playground, BO stepper, trace replayer) is moved once through the page (click,
-  option, arrow key), and after each move the figure data and the readout text change to what Python computed;
+- every control of the lab's widgets (one plan per interactive widget in :data:`PLANS`) is moved once through the page
+  (click, option, arrow key), and after each move the figure data and the readout text change to what Python
+  computed;
 - every figure fits its output column at 1280 and 1920 px wide windows;
 - screenshots of every figure and widget go to build/browser/.
 """
@@ -147,8 +148,31 @@ def playground(d: WidgetDriver) -> None:
     d.toggle("model")
 
 
-PLANS = {"01_bayesian_optimization": bo_stepper, "03_draft_verify_timeline": trace_replayer,
-         "04_playground": playground}
+def sampling_explorer(d: WidgetDriver) -> None:
+    """05: a real drafted position and the temperature p and q are re-warped at."""
+    d.dropdown("position")
+    d.slider("temperature")
+
+
+def monte_carlo_panel(d: WidgetDriver) -> None:
+    """05: which acceptance rule, how many draws, and new draws."""
+    d.toggle("rule")
+    d.dropdown("draws n")
+    d.button("draw again")
+
+
+def iteration_stepper(d: WidgetDriver) -> None:
+    """06: the stepper starts at iteration 0 of the first run."""
+    d.button("▶")
+    d.button("◀")
+    d.slider("iteration")
+    d.dropdown("run")
+
+
+#: One plan per interactive widget of a notebook, in page order.
+PLANS = {"01_bayesian_optimization": [bo_stepper], "03_draft_verify_timeline": [trace_replayer],
+         "04_playground": [playground], "05_speculative_sampling": [sampling_explorer, monte_carlo_panel],
+         "06_parallel_decoding": [iteration_stepper]}
 
 
 def test_every_control_changes_the_figure_to_pythons_values(ran, shots):
@@ -156,14 +180,15 @@ def test_every_control_changes_the_figure_to_pythons_values(ran, shots):
     if ran.stem not in PLANS:
         assert not interactive, f"{ran.name} has interactive widgets: add a plan for them to PLANS"
         pytest.skip(f"{ran.name} has no interactive widgets")
-    assert len(interactive) == 1, f"{ran.name}: expected one interactive widget, found {len(interactive)}"
-    out = interactive[0]
-    driver = WidgetDriver(ran.nb, out["output"]["data"][WIDGET_MIME]["model_id"], out["id"])
-    PLANS[ran.stem](driver)
-    assert not driver.unmoved(), f"controls never exercised: {driver.unmoved()}"
-    shoot(ran, {out["id"]: shots / f"{ran.stem}-{out['id']}-after-controls.png"})
+    plans = PLANS[ran.stem]
+    assert len(interactive) == len(plans), f"{ran.name}: {len(plans)} plan(s), {len(interactive)} interactive widget(s)"
+    for out, plan in zip(interactive, plans):
+        driver = WidgetDriver(ran.nb, out["output"]["data"][WIDGET_MIME]["model_id"], out["id"])
+        plan(driver)
+        assert not driver.unmoved(), f"{plan.__name__}: controls never exercised: {driver.unmoved()}"
+        shoot(ran, {out["id"]: shots / f"{ran.stem}-{out['id']}-after-controls.png"})
+        print("\n".join(driver.log))
     ran.assert_no_page_errors()
-    print("\n".join(driver.log))
 
 
 # -- layout ----------------------------------------------------------------------------------------------------
