@@ -9,11 +9,13 @@ measure types; ``lessons`` is the notebooks' glue.
 from .artifacts import Prompt, best_skip_set, load_model
 from .artifacts.prompts import prompts
 from .core import (SUPPORTED_ARCHITECTURES, AdaptiveThreshold, DraftPolicy, FixedK, GenerationResult, SkipSet,
-                   StaticThreshold, StepRecord, Trace, autoregressive_generate, skipping, speculative_generate)
+                   SkipStrategy, StaticThreshold, StepRecord, Trace, autoregressive_generate, skipping,
+                   speculative_generate)
+from .measure.strategies import skip_strategy
 
 __all__ = [
     "AdaptiveThreshold", "DraftPolicy", "FixedK", "GenerationResult", "Prompt", "SUPPORTED_ARCHITECTURES",
-    "SkipSet", "StaticThreshold", "StepRecord", "Trace", "autoregressive_generate", "best_skip_set", "load_model",
-    "prompts", "skipping", "speculative_generate",
+    "SkipSet", "SkipStrategy", "StaticThreshold", "StepRecord", "Trace", "autoregressive_generate", "best_skip_set",
+    "load_model", "prompts", "skip_strategy", "skipping", "speculative_generate",
 ]
 __version__ = "0.1.0"
