@@ -66,6 +66,7 @@ class BenchConfig:
     strategies: bool = True             # the skip-strategy section (labkit.skip_strategy), first model only
     strategy_sources: tuple[str, ...] = ("stdlib", "packages")
     strategy_names: tuple[str, ...] = ("on-the-fly", "in-context", "knapsack")
+    only_strategies: bool = False       # --only-strategies: the strategy section alone
     out_dir: str = str(BENCH_DIR)       # committed: the README quotes it
 
     @classmethod
@@ -284,11 +285,12 @@ def run_benchmark(cfg: BenchConfig) -> dict:
     tokenizer = loaded[cfg.models[0]][1]
     prompt_list = benchmark_prompts(cfg.n_prompts, seed=cfg.seed, source=cfg.prompt_source)
     prompt_ids = [tokenizer(p.text, return_tensors="pt")["input_ids"] for p in prompt_list]
-    methods, notes = build_methods(cfg, loaded, prompt_ids[0])
-    reference = {name: f"{name}: labkit plain loop" for name in cfg.models}
-    greedy_rows = summarise(methods, _interleaved(methods, prompt_ids, cfg, "greedy"), reference)
-    sampling_rows = []
-    if cfg.sampling:
+    greedy_rows, sampling_rows, notes = [], [], {}
+    if not cfg.only_strategies:
+        methods, notes = build_methods(cfg, loaded, prompt_ids[0])
+        reference = {name: f"{name}: labkit plain loop" for name in cfg.models}
+        greedy_rows = summarise(methods, _interleaved(methods, prompt_ids, cfg, "greedy"), reference)
+    if cfg.sampling and not cfg.only_strategies:
         smethods = sampling_methods(cfg, loaded)
         sref = {cfg.models[0]: smethods[0].name}
         sampling_rows = summarise(smethods, _interleaved(smethods, prompt_ids, cfg, "sampling"), sref)
@@ -437,6 +439,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--prompt-source", help="prompts of the greedy/sampling sections: stdlib (default), "
                                                 "packages, or a .txt/.jsonl file (see labkit.artifacts.prompts)")
     parser.add_argument("--no-strategies", action="store_true", help="leave out the skip-strategy section")
+    parser.add_argument("--only-strategies", action="store_true", help="run the skip-strategy section alone")
     parser.add_argument("--strategy-sources", nargs="+", help="prompt sources of the skip-strategy section "
                                                                "(default: stdlib packages)")
     parser.add_argument("--out", help="results folder (default data/bench)")
@@ -458,12 +461,15 @@ def main(argv: list[str] | None = None) -> None:
         overrides["hf_builtins"] = False
     if args.no_strategies:
         overrides["strategies"] = False
+    if args.only_strategies:
+        overrides["only_strategies"] = True
     cfg = BenchConfig.quick(**overrides) if args.quick else BenchConfig(**overrides)
     result = run_benchmark(cfg)
     print(f"\nMachine: {result['machine']['processor']}, {cfg.threads} thread(s), torch {result['machine']['torch']}")
     for name, note in result["notes"].items():
         print(f"{name}: skip set {note['skip_set']} ({note['skip_ratio']:.0%} of sub-layers; from {note['skip_source']})")
-    print("\nGreedy\n" + format_table(result["greedy"]))
+    if result["greedy"]:
+        print("\nGreedy\n" + format_table(result["greedy"]))
     if result["sampling"]:
         print(f"\nSampling (temperature {cfg.temperature}, fixed seeds)\n" + format_table(result["sampling"]))
     if result["strategies"]:
