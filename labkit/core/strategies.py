@@ -265,15 +265,15 @@ class OnTheFlyStrategy(SkipStrategy):
     sets), and every ``model_every``-th round one comes from a ridge-regression surrogate of matchness over all
     sets scored (in place of SWIFT's Gaussian process). A candidate replaces the incumbent when it matches at least
     ``margin`` more of the window's positions. Optimisation stops once the incumbent's matchness reaches
-    ``stop_at`` (*settled*: choosing is then free) and starts again when the smoothed acceptance of its drafts
-    falls below ``restart_below``.
+    ``stop_at`` or it has held for ``patience`` rounds (*settled*: choosing is then free), and starts again when
+    the smoothed acceptance of its drafts falls below ``restart_below``.
     """
 
     name = "on-the-fly"
 
     def __init__(self, initial: SkipSet, *, n_skipped: int | None = None, window: int = 16, population: int = 4,
                  every: int = 4, model_every: int = 3, stop_at: float = 0.9, restart_below: float = 0.7,
-                 margin: int = 2, budget: float = 0.08, seed: int = 0):
+                 margin: int = 2, patience: int = 3, budget: float = 0.08, seed: int = 0):
         super().__init__()
         if not isinstance(initial, SkipSet):
             raise TypeError(f"initial must be a labkit.SkipSet, got {type(initial).__name__}")
@@ -283,6 +283,7 @@ class OnTheFlyStrategy(SkipStrategy):
         self.stop_at = _check_share("stop_at", stop_at)
         self.restart_below = _check_share("restart_below", restart_below)
         self.budget, self.seed, self.margin = _check_share("budget", budget), seed, _check_int("margin", margin, 0)
+        self.patience = _check_int("patience", patience, 1)
         self.reset()
 
     def _bind(self, model) -> None:
@@ -301,7 +302,7 @@ class OnTheFlyStrategy(SkipStrategy):
         if self.n_layers is not None:
             self._bind(self.model)
         self.history: dict[tuple, float] = {}        # every set scored -> its mean matchness
-        self.matchness, self.rounds, self.steps_since = float("nan"), 0, 0
+        self.matchness, self.rounds, self.steps_since, self.held = float("nan"), 0, 0, 0
         self.phase, self.round_cost_s = "optimising", 0.0
         self.acceptance = _Acceptance(0.7, 1.0)
 
@@ -326,12 +327,12 @@ class OnTheFlyStrategy(SkipStrategy):
         best = max(range(len(sets)), key=lambda i: scores[i])
         positions = min(self.window, len(state.tokens) - 1)
         if (scores[best] - scores[0]) * positions >= max(self.margin, 1):       # same window, enough more positions
-            self.incumbent = sets[best]
+            self.incumbent, self.held = sets[best], 0
         else:
-            best = 0
+            best, self.held = 0, self.held + 1
         self.matchness, self.rounds = scores[best], self.rounds + 1
-        if self.matchness >= self.stop_at:
-            self.phase = "settled"
+        if self.matchness >= self.stop_at or self.held >= self.patience:
+            self.phase, self.held = "settled", 0
 
     def _choose(self, state) -> SkipSet:
         self.steps_since += 1
@@ -607,6 +608,9 @@ class KnapsackStrategy(SkipStrategy):
     per-token work a forward under any set pays on top (sampling, Python), both smoothed:
     draft_ms(z) = scale x costs(z) + overhead, verify_ms(γ) = scale x costs.verify_ms[γ].
 
+    It starts from the anchor and moves to the knapsack's best set only when that is predicted to be faster than
+    the set in force by ``margin`` (the additive model is least reliable far from the anchor).
+
     k says how much harder the text at hand is than the text u was measured on (1: as hard). Each time
     ``window`` new tokens have been emitted (and only within ``budget``), the set in force is scored by
     teacher-forced matchness on them (:func:`window_matchness`, one small forward); once ``min_positions``
@@ -617,7 +621,8 @@ class KnapsackStrategy(SkipStrategy):
     name = "knapsack"
 
     def __init__(self, costs, importance: Sequence[float], *, anchor: SkipSet | None = None,
-                 anchor_alpha: float = 1.0, window: int = 16, min_positions: int = 48, budget: float = 0.06,
+                 anchor_alpha: float = 1.0, window: int = 16, min_positions: int = 48, margin: float = 0.05,
+                 budget: float = 0.06,
                  max_draft: int | None = None, resolution_ms: float | None = None):
         super().__init__()
         self.costs = BlockCosts.of(costs)
@@ -629,7 +634,7 @@ class KnapsackStrategy(SkipStrategy):
         self.anchor = anchor if anchor is not None else SkipSet()
         self.anchor_alpha = _check_share("anchor_alpha", anchor_alpha)
         self.window, self.min_positions = _check_int("window", window, 1), _check_int("min_positions", min_positions, 1)
-        self.budget = _check_share("budget", budget)
+        self.budget, self.margin = _check_share("budget", budget), _check_share("margin", margin)
         self.max_draft = min(max_draft or len(self.costs.verify_ms) - 1, len(self.costs.verify_ms) - 1)
         self.resolution = resolution_ms or self.costs.full_ms / 400
         self.units = [max(0, round(s / self.resolution)) for s in self.costs.saving_ms]
@@ -648,6 +653,9 @@ class KnapsackStrategy(SkipStrategy):
         self.scale, self.draft_overhead_ms, self._draft_s = 1.0, 0.0, 0.0
         self.agree, self.counted = 0.0, 0                # matchness counts of the set in force
         self.current, self.gamma, self.predicted = self._solve()
+        if self.anchor:
+            self.current = self.anchor
+            self.gamma, self.predicted = self._rate(self._loss(self.anchor), self._saving(self.anchor))[1:]
 
     @property
     def matchness(self) -> float:
@@ -657,18 +665,24 @@ class KnapsackStrategy(SkipStrategy):
         """α at k = 1 of a set whose importances sum to ``loss``."""
         return min(1.0, self.anchor_alpha * math.exp(self.anchor_loss - loss))
 
+    def _loss(self, skip: SkipSet) -> float:
+        return sum(v for v, m in zip(self.importance, skip.to_mask(len(self.importance) // 2)) if m)
+
+    def _saving(self, skip: SkipSet) -> float:
+        return sum(w for w, m in zip(self.costs.saving_ms, skip.to_mask(len(self.importance) // 2)) if m)
+
+    def _rate(self, loss: float, saving_ms: float) -> tuple[float, int, float]:
+        """(predicted tokens per ms, best draft length, predicted α) of a set losing ``loss`` and saving ``saving_ms``."""
+        alpha = self.calibrated_alpha(loss) ** self.k
+        draft_ms = self.scale * max(self.costs.full_ms - saving_ms, 1e-3) + self.draft_overhead_ms
+        return max((expected_tokens(alpha, g) / (g * draft_ms + self.scale * self.costs.verify_ms[g]), g, alpha)
+                   for g in range(1, self.max_draft + 1))
+
     def _solve(self) -> tuple[SkipSet, int, float]:
         """The set, draft length and predicted α with the most predicted tokens per ms at the current k."""
-        best = (-1.0, 0, 1, 1.0)
-        full, verify = self.costs.full_ms, self.costs.verify_ms
-        for t in torch.nonzero(torch.isfinite(self.least)).flatten().tolist()[1:]:          # t = 0: nothing skipped
-            alpha = self.calibrated_alpha(float(self.least[t])) ** self.k
-            draft_ms = self.scale * max(full - t * self.resolution, 1e-3) + self.draft_overhead_ms
-            for gamma in range(1, self.max_draft + 1):
-                rate = expected_tokens(alpha, gamma) / (gamma * draft_ms + self.scale * verify[gamma])
-                if rate > best[0]:
-                    best = (rate, t, gamma, alpha)
-        _, t, gamma, alpha = best
+        finite = torch.nonzero(torch.isfinite(self.least)).flatten().tolist()[1:]          # t = 0: nothing skipped
+        rate, t = max((self._rate(float(self.least[t]), t * self.resolution)[0], t) for t in finite)
+        _, gamma, alpha = self._rate(float(self.least[t]), t * self.resolution)
         return SkipSet.from_mask(knapsack_set(self.takes, self.units, t)), gamma, alpha
 
     def start(self, state) -> None:
@@ -702,9 +716,13 @@ class KnapsackStrategy(SkipStrategy):
         base = self.calibrated_alpha(loss)
         if 0.0 < base < 1.0:
             self.k = min(max(math.log(min(max(self.matchness, 0.05), 0.995)) / math.log(base), 0.5), 4.0)
-        chosen, self.gamma, self.predicted = self._solve()
-        if chosen != self.current:
-            self.current, self.agree, self.counted = chosen, 0.0, 0
+        chosen, gamma, predicted = self._solve()
+        now, now_gamma, now_alpha = self._rate(self._loss(self.current), self._saving(self.current))
+        new = self._rate(self._loss(chosen), self._saving(chosen))[0]
+        if chosen != self.current and new > (1 + self.margin) * now:
+            self.current, self.gamma, self.predicted, self.agree, self.counted = chosen, gamma, predicted, 0.0, 0
+        else:
+            self.gamma, self.predicted = now_gamma, now_alpha
 
     def _choose(self, state) -> SkipSet:
         due = len(state.tokens) - self.scored_until >= self.window
