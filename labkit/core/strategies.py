@@ -304,7 +304,7 @@ class OnTheFlyStrategy(SkipStrategy):
         self.history: dict[tuple, float] = {}        # every set scored -> its mean matchness
         self.matchness, self.rounds, self.steps_since, self.held = float("nan"), 0, 0, 0
         self.phase, self.round_cost_s = "optimising", 0.0
-        self.acceptance = _Acceptance(0.7, 1.0)
+        self.acceptance = _Acceptance(0.9, 1.0)
 
     def _candidates(self) -> list[tuple[bool, ...]]:
         out = []
@@ -593,37 +593,32 @@ def knapsack_set(takes: torch.Tensor, savings_units: Sequence[int], t: int) -> t
 
 
 class KnapsackStrategy(SkipStrategy):
-    """KnapSpec-style: skip the attention and MLP blocks that a 0/1 knapsack says buy the most expected tokens
-    per millisecond.
+    """KnapSpec-style: skip the attention and MLP blocks that a 0/1 knapsack says buy the most tokens per
+    millisecond, and keep the set that measures fastest.
 
     Weight of block b: the ms a one-token forward saves without it (``costs``, a latency model: attention and MLP
     blocks cost differently). Value: its importance u_b, the agreement it costs at the ``anchor`` set z0
     (measured: log α(z0) - log α(z0 + b) for a block z0 keeps, log α(z0 - b) - log α(z0) for one it skips). The
-    predicted acceptance of a set z is α(z) = min(1, α(z0) exp(Σ_{z0} u - Σ_z u)) ** k. The knapsack gives, for
-    every saving, the set that loses the least importance; the strategy takes the one maximising
-    E(α, γ) / (γ draft_ms + verify_ms[γ]) over γ in 1..max_draft.
+    predicted acceptance of a set z is α(z) = min(1, α(z0) exp(Σ_{z0} u - Σ_z u)). For every saving the knapsack
+    gives the set that loses the least importance; each is rated E(α, γ) / (γ draft_ms + verify_ms[γ]) at its best
+    γ in 1..max_draft (tokens per ms).
 
-    The latency model is corrected online, from what this decoding loop really took: verifying (a full forward)
-    gives the machine's speed against ``costs`` (a busy machine scales every forward), and drafting gives the
-    per-token work a forward under any set pays on top (sampling, Python), both smoothed:
-    draft_ms(z) = scale x costs(z) + overhead, verify_ms(γ) = scale x costs.verify_ms[γ].
+    The latency model is corrected online from what this decoding loop took: verifying (a full forward) gives the
+    machine's speed against ``costs`` (a busy machine scales every forward), drafting gives the per-token work any
+    set pays on top (sampling, Python). Times are then counted in the model's ms, so rates measured at busy and
+    quiet moments compare.
 
-    It starts from the anchor and moves to the knapsack's best set only when that is predicted to be faster than
-    the set in force by ``margin`` (the additive model is least reliable far from the anchor).
-
-    k says how much harder the text at hand is than the text u was measured on (1: as hard). Each time
-    ``window`` new tokens have been emitted (and only within ``budget``), the set in force is scored by
-    teacher-forced matchness on them (:func:`window_matchness`, one small forward); once ``min_positions``
-    positions are counted for that set, k = log(matchness) / log(α(z) at k = 1) and the knapsack is solved
-    again: on harder text it keeps more blocks, on easier text it skips more.
+    The model proposes, measurement decides: it starts at the anchor, and each time the set in force has emitted
+    ``min_tokens`` more tokens it compares measured rates (tokens per model-ms while a set was in force, kept for
+    every set tried) with the predicted rate of the best set not tried yet (corrected by how the model's
+    predictions compared with the measurements so far); it moves when another set is ahead by ``margin``.
     """
 
     name = "knapsack"
 
     def __init__(self, costs, importance: Sequence[float], *, anchor: SkipSet | None = None,
-                 anchor_alpha: float = 1.0, window: int = 16, min_positions: int = 48, margin: float = 0.05,
-                 budget: float = 0.06,
-                 max_draft: int | None = None, resolution_ms: float | None = None):
+                 anchor_alpha: float = 1.0, min_tokens: int = 64, margin: float = 0.05, max_draft: int | None = None,
+                 resolution_ms: float | None = None):
         super().__init__()
         self.costs = BlockCosts.of(costs)
         self.importance = [min(10.0, max(0.0, float(v))) for v in importance]        # (2L,) u_b >= 0
@@ -633,13 +628,14 @@ class KnapsackStrategy(SkipStrategy):
                              f"{L} + {len(self.costs.mlp_ms)} costs and {len(self.importance)} importances")
         self.anchor = anchor if anchor is not None else SkipSet()
         self.anchor_alpha = _check_share("anchor_alpha", anchor_alpha)
-        self.window, self.min_positions = _check_int("window", window, 1), _check_int("min_positions", min_positions, 1)
-        self.budget, self.margin = _check_share("budget", budget), _check_share("margin", margin)
+        self.min_tokens, self.margin = _check_int("min_tokens", min_tokens, 1), _check_share("margin", margin)
         self.max_draft = min(max_draft or len(self.costs.verify_ms) - 1, len(self.costs.verify_ms) - 1)
         self.resolution = resolution_ms or self.costs.full_ms / 400
         self.units = [max(0, round(s / self.resolution)) for s in self.costs.saving_ms]
         self.least, self.takes = knapsack(self.costs.saving_ms, self.importance, self.resolution)
-        self.anchor_loss = sum(v for v, m in zip(self.importance, self.anchor.to_mask(L)) if m)
+        self.anchor_loss = self._loss(self.anchor)
+        self.saving_t = [t for t in torch.nonzero(torch.isfinite(self.least)).flatten().tolist() if t > 0]
+        self._sets: dict[int, SkipSet] = {}                 # knapsack solution per saving t, built when first asked
         self.reset()
 
     def _bind(self, model) -> None:
@@ -649,90 +645,92 @@ class KnapsackStrategy(SkipStrategy):
 
     def reset(self) -> None:
         super().reset()
-        self.k, self.n_scored, self.score_cost_s, self.scored_until = 1.0, 0, 0.0, 0
         self.scale, self.draft_overhead_ms, self._draft_s = 1.0, 0.0, 0.0
-        self.agree, self.counted = 0.0, 0                # matchness counts of the set in force
-        self.current, self.gamma, self.predicted = self._solve()
-        if self.anchor:
-            self.current = self.anchor
-            self.gamma, self.predicted = self._rate(self._loss(self.anchor), self._saving(self.anchor))[1:]
+        self.measured: dict[SkipSet, list[float]] = {}     # set -> [tokens emitted, model-ms] while in force
+        self.current = self.anchor if self.anchor else self._untried()
+        self.since, self.n_moves = 0, 0
 
-    @property
-    def matchness(self) -> float:
-        return self.agree / self.counted if self.counted else float("nan")
-
-    def calibrated_alpha(self, loss: float) -> float:
-        """α at k = 1 of a set whose importances sum to ``loss``."""
-        return min(1.0, self.anchor_alpha * math.exp(self.anchor_loss - loss))
-
+    # -- the model ------------------------------------------------------------------------------
     def _loss(self, skip: SkipSet) -> float:
         return sum(v for v, m in zip(self.importance, skip.to_mask(len(self.importance) // 2)) if m)
 
     def _saving(self, skip: SkipSet) -> float:
         return sum(w for w, m in zip(self.costs.saving_ms, skip.to_mask(len(self.importance) // 2)) if m)
 
-    def _rate(self, loss: float, saving_ms: float) -> tuple[float, int, float]:
-        """(predicted tokens per ms, best draft length, predicted α) of a set losing ``loss`` and saving ``saving_ms``."""
-        alpha = self.calibrated_alpha(loss) ** self.k
-        draft_ms = self.scale * max(self.costs.full_ms - saving_ms, 1e-3) + self.draft_overhead_ms
-        return max((expected_tokens(alpha, g) / (g * draft_ms + self.scale * self.costs.verify_ms[g]), g, alpha)
+    def predicted_alpha(self, skip: SkipSet) -> float:
+        return min(1.0, self.anchor_alpha * math.exp(self.anchor_loss - self._loss(skip)))
+
+    def predicted_rate(self, skip: SkipSet) -> tuple[float, int]:
+        """(tokens per model-ms, best draft length) the model predicts for ``skip`` in this loop."""
+        alpha = self.predicted_alpha(skip)
+        draft_ms = max(self.costs.full_ms - self._saving(skip), 1e-3) + self.draft_overhead_ms
+        return max((expected_tokens(alpha, g) / (g * draft_ms + self.costs.verify_ms[g]), g)
                    for g in range(1, self.max_draft + 1))
 
-    def _solve(self) -> tuple[SkipSet, int, float]:
-        """The set, draft length and predicted α with the most predicted tokens per ms at the current k."""
-        finite = torch.nonzero(torch.isfinite(self.least)).flatten().tolist()[1:]          # t = 0: nothing skipped
-        rate, t = max((self._rate(float(self.least[t]), t * self.resolution)[0], t) for t in finite)
-        _, gamma, alpha = self._rate(float(self.least[t]), t * self.resolution)
-        return SkipSet.from_mask(knapsack_set(self.takes, self.units, t)), gamma, alpha
+    def _untried(self) -> SkipSet | None:
+        """The knapsack solution with the best predicted rate that has not drafted yet (all savings at once)."""
+        t = torch.tensor(self.saving_t, dtype=torch.float64)
+        alpha = torch.clamp(self.anchor_alpha * torch.exp(self.anchor_loss - self.least[self.saving_t]), max=1 - 1e-9)
+        draft = torch.clamp(self.costs.full_ms - t * self.resolution, min=1e-3) + self.draft_overhead_ms     # (T,)
+        g = torch.arange(1, self.max_draft + 1, dtype=torch.float64)[:, None]                                # (γ, 1)
+        verify = torch.tensor(self.costs.verify_ms[1:self.max_draft + 1], dtype=torch.float64)[:, None]
+        rate = ((1 - alpha ** (g + 1)) / (1 - alpha) / (g * draft + verify)).max(dim=0).values            # (T,)
+        for i in torch.argsort(rate, descending=True).tolist():
+            key = self.saving_t[i]
+            if key not in self._sets:
+                self._sets[key] = SkipSet.from_mask(knapsack_set(self.takes, self.units, key))
+            if self._sets[key] not in self.measured:
+                return self._sets[key]
+        return None
 
-    def start(self, state) -> None:
-        self.scored_until = len(state.tokens)                # score generated text only
+    # -- measurement ----------------------------------------------------------------------------
+    def rate(self, skip: SkipSet) -> float:
+        tokens, ms = self.measured.get(skip, (0.0, 0.0))
+        return tokens / ms if ms else float("nan")
 
-    def modelled_draft_ms(self, skip: SkipSet) -> float:
-        saving = sum(w for w, m in zip(self.costs.saving_ms, skip.to_mask(self.n_layers)) if m)
-        return self.costs.full_ms - saving
+    def _correction(self) -> float:
+        """Median of measured / predicted rate over the sets tried: how far the model's numbers are off here."""
+        ratios = sorted(self.rate(z) / self.predicted_rate(z)[0] for z, (n, _) in self.measured.items()
+                        if n >= self.min_tokens)
+        return ratios[len(ratios) // 2] if ratios else 1.0
 
+    def _decide(self) -> None:
+        """Move to the set measured (or, untried, predicted) fastest, if it beats the set in force by ``margin``."""
+        tried = {z: self.rate(z) for z, (n, _) in self.measured.items() if n >= self.min_tokens}
+        untried = self._untried()
+        options = dict(tried)
+        if untried is not None:
+            options[untried] = self.predicted_rate(untried)[0] * self._correction()
+        best = max(options, key=options.get)
+        if best != self.current and options[best] > (1 + self.margin) * tried[self.current]:
+            self.current, self.n_moves = best, self.n_moves + 1
+
+    def _choose(self, state) -> SkipSet:
+        if self.since >= self.min_tokens:
+            self.since = 0
+            self._decide()
+        return self.current
+
+    # -- the latency model, from this loop -----------------------------------------------------
     def drafted(self, n_drafted: int, seconds: float) -> None:
         self._draft_s = seconds
         if n_drafted:
-            residual = 1e3 * seconds / n_drafted - self.scale * self.modelled_draft_ms(self.current)
+            per_token = 1e3 * seconds / n_drafted / self.scale                       # model-ms
+            residual = per_token - (self.costs.full_ms - self._saving(self.current))
             self.draft_overhead_ms = 0.9 * self.draft_overhead_ms + 0.1 * max(residual, 0.0)
 
     def _observe(self, state, start, verdict, n_drafted) -> None:
-        if n_drafted and self.last_step_s is not None:
-            k = min(n_drafted, len(self.costs.verify_ms) - 1)
-            ratio = 1e3 * (self.last_step_s - self._draft_s) / self.costs.verify_ms[k]
-            self.scale = 0.9 * self.scale + 0.1 * ratio
-
-    def _calibrate(self, state) -> None:
-        """Count the matchness of the set in force on the newest tokens; with enough positions, set k and re-solve."""
-        mask = torch.tensor([self.current.to_mask(self.n_layers)])
-        w = len(state.tokens) - self.scored_until
-        self.agree += w * float(window_matchness(self.model, state, mask, w)[0])
-        self.counted, self.scored_until, self.n_scored = self.counted + w, len(state.tokens), self.n_scored + 1
-        if self.counted < self.min_positions:
+        if not n_drafted or self.last_step_s is None:
             return
-        loss = sum(v for v, m in zip(self.importance, mask[0].tolist()) if m)
-        base = self.calibrated_alpha(loss)
-        if 0.0 < base < 1.0:
-            self.k = min(max(math.log(min(max(self.matchness, 0.05), 0.995)) / math.log(base), 0.5), 4.0)
-        chosen, gamma, predicted = self._solve()
-        now, now_gamma, now_alpha = self._rate(self._loss(self.current), self._saving(self.current))
-        new = self._rate(self._loss(chosen), self._saving(chosen))[0]
-        if chosen != self.current and new > (1 + self.margin) * now:
-            self.current, self.gamma, self.predicted, self.agree, self.counted = chosen, gamma, predicted, 0.0, 0
-        else:
-            self.gamma, self.predicted = now_gamma, now_alpha
-
-    def _choose(self, state) -> SkipSet:
-        due = len(state.tokens) - self.scored_until >= self.window
-        if due and self.ledger.affords(self.score_cost_s, self.budget):
-            t0 = time.perf_counter()
-            self._calibrate(state)
-            self.score_cost_s = time.perf_counter() - t0
-        return self.current
+        k = min(n_drafted, len(self.costs.verify_ms) - 1)
+        ratio = 1e3 * (self.last_step_s - self._draft_s) / self.costs.verify_ms[k]
+        self.scale = 0.9 * self.scale + 0.1 * ratio
+        tokens, ms = self.measured.setdefault(self.current, [0.0, 0.0])
+        emitted = len(state.tokens) - start
+        self.measured[self.current] = [tokens + emitted, ms + 1e3 * self.last_step_s / self.scale]
+        self.since += emitted
 
     def state(self) -> dict:
-        return {**super().state(), "k": self.k, "matchness": self.matchness, "positions": self.counted,
-                "predicted_alpha": self.predicted, "gamma": self.gamma, "n_scored": self.n_scored,
-                "scale": self.scale, "draft_overhead_ms": self.draft_overhead_ms}
+        return {**super().state(), "rate": self.rate(self.current), "predicted_rate": self.predicted_rate(
+            self.current)[0], "predicted_alpha": self.predicted_alpha(self.current), "sets_tried": len(self.measured),
+            "n_moves": self.n_moves, "scale": self.scale, "draft_overhead_ms": self.draft_overhead_ms}

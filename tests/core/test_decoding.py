@@ -133,7 +133,7 @@ def random_strategy(rng: random.Random):
         InContextStrategy(start, n_skipped=rng.randint(0, 2 * N_LAYERS), every=rng.randint(1, 3), budget=1.0,
                           redo_below=1.0),
         KnapsackStrategy(costs, [rng.random() for _ in range(2 * N_LAYERS)], anchor=start, anchor_alpha=rng.random(),
-                         window=rng.randint(1, 4), min_positions=rng.randint(1, 8), budget=1.0),
+                         min_tokens=rng.randint(1, 8), margin=rng.choice([0.0, 0.05])),
     ])
 
 

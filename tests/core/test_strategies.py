@@ -29,7 +29,7 @@ def strategies(seed: int = 0) -> dict:
         "on-the-fly": OnTheFlyStrategy(SkipSet(attention=[2], mlp=[1, 3]), every=1, budget=1.0, seed=seed),
         "in-context": InContextStrategy(SkipSet(attention=[3], mlp=[2]), every=1, budget=1.0, redo_below=1.0),
         "knapsack": KnapsackStrategy(COSTS, [2.0, .1, .2, .1, .3, .1, .1, .2], anchor=SkipSet(mlp=[1]),
-                                     anchor_alpha=0.9, window=2, min_positions=2, budget=1.0),
+                                     anchor_alpha=0.9, min_tokens=2, margin=0.0),
     }
 
 
@@ -160,14 +160,14 @@ def test_strategies_learn_and_reset(model):
             speculative_generate(model, ids, skip=strategy, policy=AdaptiveThreshold(), max_new_tokens=24)
     assert s["on-the-fly"].rounds > 0 and s["on-the-fly"].history
     assert s["in-context"].n_dp > 0
-    assert s["knapsack"].n_scored > 0 and s["knapsack"].k != 1.0
+    assert len(s["knapsack"].measured) > 1 and s["knapsack"].scale != 1.0
     for strategy in s.values():
         assert strategy.ledger.decode_s > 0
         strategy.reset()
         assert strategy.ledger.select_s == 0.0
     assert s["on-the-fly"].rounds == 0 and not s["on-the-fly"].history
     assert s["in-context"].n_dp == 0 and s["in-context"].current == SkipSet(attention=[3], mlp=[2])
-    assert s["knapsack"].k == 1.0
+    assert not s["knapsack"].measured and s["knapsack"].current == SkipSet(mlp=[1])
 
 
 def test_a_strategy_serves_one_model_shape():
@@ -193,3 +193,22 @@ def test_bad_arguments_name_themselves():
     with pytest.raises(ValueError, match="n_skipped"):
         speculative_generate(tiny_model("llama"), torch.tensor([[1, 2]]), skip=InContextStrategy(SkipSet(), n_skipped=9),
                              max_new_tokens=2)
+
+
+def test_knapsack_proposes_by_model_and_keeps_what_measures_fastest():
+    k = KnapsackStrategy(COSTS, [2.0, .1, .2, .1, .3, .1, .1, .2], anchor=SkipSet(mlp=[1]), anchor_alpha=0.9,
+                         min_tokens=10, margin=0.05)
+    k.n_layers = L
+    assert k.current == SkipSet(mlp=[1])
+    proposal = k._untried()
+    # the vectorised ranking agrees with the one-set formula: no knapsack solution is predicted faster
+    solutions = {SkipSet.from_mask(knapsack_set(k.takes, k.units, t)) for t in k.saving_t}
+    assert max(k.predicted_rate(z)[0] for z in solutions) == pytest.approx(k.predicted_rate(proposal)[0])
+    rate_now = k.predicted_rate(k.current)[0]
+    k.measured[k.current] = [20.0, 20.0 / rate_now]                # measured exactly as predicted
+    k._decide()
+    assert k.current == proposal                                    # predicted faster: try it
+    k.measured[proposal] = [20.0, 20.0 / (0.5 * rate_now)]          # it measures at half the anchor's rate
+    k._decide()
+    assert k.current != proposal and k.n_moves == 2                 # leaves it, never to return while slower
+    assert k.state()["sets_tried"] == 2
