@@ -134,7 +134,7 @@ class SelfDrafter(Drafter):
         return self.strategy is not None and self.strategy.needs_hidden_states
 
     def verify_forward(self, state: DecodingState, draft: Draft):
-        if self.needs_hidden_states:                            # the strategy watches this verify forward
+        if self.strategy is not None and self.strategy.needs_hidden_states:     # the strategy watches it
             return self.strategy.verify_forward(state, draft)
         return super().verify_forward(state, draft)
 

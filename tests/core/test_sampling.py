@@ -120,7 +120,7 @@ def test_skip_strategies_sample_exactly(target, name):
     costs = {"attention_ms": [0.3, 0.3], "mlp_ms": [0.1, 0.1], "fixed_ms": 0.3, "verify_ms": [1.0 + 0.1 * k for k in range(13)]}
     strategy = {"on-the-fly": lambda: OnTheFlyStrategy(SkipSet(attention=[1], mlp=[0]), every=1, window=2, margin=1,
                                                        budget=1.0),
-                "in-context": lambda: InContextStrategy(SkipSet(attention=[1], mlp=[1]), every=1, budget=1.0,
+                "in-context": lambda: InContextStrategy(SkipSet(attention=[1], mlp=[1]), every=1, budget=1.0, margin=0.0,
                                                         redo_below=1.0),
                 "knapsack": lambda: KnapsackStrategy(costs, [0.5, 0.2, 0.1, 0.3], anchor=SkipSet(mlp=[0]),
                                                      anchor_alpha=0.8, min_tokens=1, margin=0.0)}[name]()
