@@ -26,15 +26,15 @@ def _methods(frame) -> list[str]:
     return [m for m in dict.fromkeys(frame["method"]) if m != PLAIN]
 
 
-def _grouped_bars(frame, column: str, *, text: str, hover: str) -> go.Figure:
+def _grouped_bars(frame, column: str, *, text: str, hover: str, textposition: str = "outside") -> go.Figure:
     fig = go.Figure()
     methods = _methods(frame)
     for source in dict.fromkeys(frame["source"]):
         part = frame[(frame["source"] == source) & (frame["method"] != PLAIN)].set_index("method")
         y = [float(part.loc[m, column]) if m in part.index else None for m in methods]
         fig.add_bar(x=methods, y=y, name=f"{source} prompts", marker_color=source_color(source),
-                    text=[text.format(v) if v is not None else "" for v in y], textposition="outside",
-                    hovertemplate=f"%{{x}}, {source} prompts: {hover}<extra></extra>")
+                    offsetgroup=f"{source} prompts", text=[text.format(v) if v is not None else "" for v in y],
+                    textposition=textposition, hovertemplate=f"%{{x}}, {source} prompts: {hover}<extra></extra>")
     fig.update_layout(barmode="group", width=FIGURE_WIDTH, height=430, legend_title_text="prompts",
                       xaxis_title="how the draft's skip set is chosen")
     return fig
@@ -67,7 +67,7 @@ def acceptance_figure(frame) -> go.Figure:
 def speedup_figure(frame) -> go.Figure:
     """Speedup over the plain loop of the same run, per method and source, with each row's analytic limit
     (A + 1) / (d c + c_v) as a marker and 1.0 (as fast as plain decoding) as a line."""
-    fig = _grouped_bars(frame, "speedup", text="{:.2f}×", hover="%{y:.2f}× the plain loop")
+    fig = _grouped_bars(frame, "speedup", text="{:.2f}×", hover="%{y:.2f}× the plain loop", textposition="inside")
     methods = _methods(frame)
     for i, source in enumerate(dict.fromkeys(frame["source"])):
         part = frame[(frame["source"] == source) & (frame["method"] != PLAIN)].set_index("method")
