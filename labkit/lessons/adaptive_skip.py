@@ -15,7 +15,7 @@ from ..measure.adaptive import PLAIN, set_timeline
 from ..viz.strategies import set_timeline_figure
 
 __all__ = ["transfer_sentence", "acceptance_sentence", "winner_sentence", "overhead_sentence", "changes_sentence",
-           "where_each_wins", "set_changes", "lever_sentence", "SetExplorer"]
+           "where_each_wins", "set_changes", "lever_sentence", "joined_timeline", "most_changes", "SetExplorer"]
 
 
 def _fmt(x: float, spec: str = ".2f") -> str:
@@ -94,6 +94,24 @@ def set_changes(matrix) -> int:
     return sum(a != b for a, b in zip(columns, columns[1:]))
 
 
+def joined_timeline(results, n_layers: int) -> list[list[int]]:
+    """The set timelines of several runs of one strategy, end to end (its state carries from run to run)."""
+    rows = [[] for _ in range(2 * n_layers)]
+    for result in results:
+        for row, part in zip(rows, set_timeline(result, n_layers)[1]):
+            row.extend(part)
+    return rows
+
+
+def most_changes(comparison, n_layers: int) -> tuple[str, str, int, int]:
+    """(source, method, prompt index, set changes) of the adaptive run whose set changed most (first if none did)."""
+    runs = [(set_changes(set_timeline(r, n_layers)[1]), source, method, i)
+            for (source, method), results in comparison.results.items()
+            if method != PLAIN and not method.startswith("static") for i, r in enumerate(results)]
+    changes, source, method, index = max(runs, key=lambda run: run[0])
+    return source, method, index, changes
+
+
 def changes_sentence(method: str, matrix) -> str:
     columns = [tuple(col) for col in zip(*matrix) if -1 not in col]
     n, distinct = set_changes(matrix), len(set(columns))
@@ -141,13 +159,15 @@ class SetExplorer(widgets.VBox):
     """Pick a strategy and a prompt source (and a prompt): the picture of the sets it drafted with, step by step,
     and a sentence on how often the set changed. Trace data go to the FigureWidget as plain lists."""
 
-    def __init__(self, comparison, n_layers: int):
+    def __init__(self, comparison, n_layers: int, *, method: str | None = None, source: str | None = None,
+                 prompt: int = 0):
         self.comparison, self.n_layers = comparison, n_layers
         keys = [k for k in comparison.results if k[1] != PLAIN]
-        self.method = widgets.Dropdown(options=list(dict.fromkeys(m for _, m in keys)), description="strategy")
-        self.source = widgets.Dropdown(options=list(dict.fromkeys(s for s, _ in keys)), description="prompts")
+        methods, sources = list(dict.fromkeys(m for _, m in keys)), list(dict.fromkeys(s for s, _ in keys))
+        self.method = widgets.Dropdown(options=methods, value=method or methods[0], description="strategy")
+        self.source = widgets.Dropdown(options=sources, value=source or sources[0], description="prompts")
         n_prompts = len(next(iter(comparison.results.values())))
-        self.prompt = widgets.IntSlider(value=0, min=0, max=max(0, n_prompts - 1), description="prompt #")
+        self.prompt = widgets.IntSlider(value=prompt, min=0, max=max(0, n_prompts - 1), description="prompt #")
         self.note = widgets.HTML()
         steps, matrix = self._timeline()
         self.figure = go.FigureWidget(set_timeline_figure(steps, matrix, n_layers))

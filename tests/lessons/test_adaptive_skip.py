@@ -66,3 +66,44 @@ def test_lever_sentence_names_the_bigger_cost():
     assert "drafting (4.00 tokens × c = 0.50 = 2.00 full steps) costs more" in text and "free drafts it would be 3.33×" in text
     text = lever_sentence(pd.DataFrame([{**row, "mean_drafted": 1.0}]), "packages", "knapsack")
     assert "verifying (c_v = 1.20 full steps) costs more" in text
+
+
+def test_most_changes_and_joined_timelines():
+    from types import SimpleNamespace
+
+    from labkit.core.skip import SkipSet
+    from labkit.lessons.adaptive_skip import joined_timeline, most_changes
+
+    def run(*sets):
+        steps = [SimpleNamespace(skip=s, n_drafted=1) for s in sets]
+        return SimpleNamespace(trace=SimpleNamespace(steps=steps))
+
+    a, b = SkipSet(attention=[0]), SkipSet(mlp=[1])
+    comparison = SimpleNamespace(results={("stdlib", "static: x"): [run(a, b, a, b)], ("stdlib", "knapsack"): [run(a, a)],
+                                          ("packages", "knapsack"): [run(a, a), run(a, b, a)]})
+    assert most_changes(comparison, 2) == ("packages", "knapsack", 1, 2)       # static rows are not candidates
+    assert joined_timeline(comparison.results[("packages", "knapsack")], 2)[0] == [1, 1, 1, 0, 1]
+
+
+def test_set_explorer_controls_change_the_picture():
+    from types import SimpleNamespace
+
+    from labkit.core.skip import SkipSet
+    from labkit.lessons.adaptive_skip import SetExplorer
+
+    def run(*sets):
+        return SimpleNamespace(trace=SimpleNamespace(steps=[SimpleNamespace(skip=s, n_drafted=1) for s in sets]))
+
+    a, b = SkipSet(attention=[0]), SkipSet(mlp=[1])
+    comparison = SimpleNamespace(results={("stdlib", PLAIN): [run(None), run(None)],
+                                          ("stdlib", "knapsack"): [run(a, a), run(a, b, a)],
+                                          ("stdlib", "in-context"): [run(b, b, b), run(b)]})
+    explorer = SetExplorer(comparison, 2, method="knapsack", prompt=1)
+    heat = explorer.figure.data[0]
+    assert [list(r) for r in heat.z][0] == [1, 0, 1] and "changed its set 2 times" in explorer.note.value
+    assert isinstance(heat.z[0], (list, tuple)) and isinstance(list(heat.x), list)
+    explorer.method.value = "in-context"
+    assert [list(r) for r in explorer.figure.data[0].z] == [[0], [0], [0], [1]]     # prompt 1: MLP 1 skipped
+    explorer.prompt.value = 0
+    assert [list(r) for r in explorer.figure.data[0].z][3] == [1, 1, 1] and "one set" in explorer.note.value
+    assert "in-context on stdlib prompt #0" in explorer.figure.layout.title.text
