@@ -1,23 +1,49 @@
 """Held-out prompts: a function's signature and docstring, to be completed with its body.
 
-Prompts come from the *validation* files of the installed standard library (:mod:`labkit.artifacts.corpus`),
-which never contributed a token to training, in a deterministic order. Prompts 0..23 (seed 0) choose skip
-sets (the search uses the first 8, the robustness report 24); timing runs measure on the prompts after
-them (:func:`benchmark_prompts`), so no number comes from the prompts a set was chosen on.
+Three sources, each deterministic:
+
+- ``"stdlib"`` (the default): the *validation* files of the installed standard library
+  (:mod:`labkit.artifacts.corpus`), which never contributed a token to training: in-distribution text.
+- ``"packages"``: functions of third-party packages every installation of the lab carries
+  (:data:`OUTSIDE_PACKAGES`, all direct dependencies in pyproject.toml), written by people outside this
+  project and never trained on: the lab's *outside* prompts. :func:`source_info` names their versions.
+- a path to a user's own ``.txt`` or ``.jsonl`` file (format in :func:`read_prompt_file`).
+
+Prompts 0..23 (seed 0) of a built-in source choose skip sets and tune strategies (the search uses the first
+8, the robustness report 24); timing runs measure on the prompts after them (:func:`benchmark_prompts`), so
+no number comes from the prompts a set was chosen on.
 """
 from __future__ import annotations
 
 import ast
 import hashlib
+import importlib.metadata
+import importlib.util
+import json
+import platform
 from dataclasses import dataclass
+from itertools import zip_longest
 from pathlib import Path
 
-from .corpus import corpus_files, stdlib_root
+from .corpus import EXCLUDED_DIRS, MAX_FILE_BYTES, corpus_files, stdlib_root
 
-__all__ = ["Prompt", "prompts", "benchmark_prompts", "pick_prompt", "PROMPT_OFFSET"]
+__all__ = ["Prompt", "prompts", "benchmark_prompts", "pick_prompt", "PROMPT_OFFSET", "OUTSIDE_PACKAGES",
+           "BUILTIN_SOURCES", "package_prompts", "read_prompt_file", "source_info", "source_label",
+           "TXT_SEPARATOR"]
 
-#: Prompts before this index (seed 0) choose skip sets; timing runs use the ones after.
+#: Prompts before this index (seed 0) of a built-in source choose skip sets; timing runs use the ones after.
 PROMPT_OFFSET = 24
+#: (distribution, import name) of the packages the outside prompts come from: direct dependencies of the lab
+#: (so every installation has their source), pure Python, hand-written docstrings in several styles (Google,
+#: numpydoc, reST, one-liners), about 1.5 s to scan together. Not pandas/scikit-learn/scipy/transformers/torch
+#: (4-12 s each to scan on the lab's 2-core machine) nor plotly (mostly generated code).
+OUTSIDE_PACKAGES = (("optuna", "optuna"), ("tqdm", "tqdm"), ("papermill", "papermill"), ("nbconvert", "nbconvert"),
+                    ("ipywidgets", "ipywidgets"), ("ipykernel", "ipykernel"), ("jupyterlab", "jupyterlab"))
+BUILTIN_SOURCES = ("stdlib", "packages")
+#: Folders of a package never used: its test suites and code vendored from other projects.
+PACKAGE_EXCLUDED_DIRS = EXCLUDED_DIRS | {"testing", "_testing", "externals", "_vendored", "vendor"}
+#: A line holding only this separates two prompts of a ``.txt`` prompt file.
+TXT_SEPARATOR = "---"
 
 
 @dataclass(frozen=True)
@@ -25,7 +51,7 @@ class Prompt:
     """A held-out code-completion prompt: a function's signature and docstring."""
 
     text: str          # what the model is given
-    source: str        # 'relative/path.py:line:function_name'
+    source: str        # 'relative/path.py:line:function_name' (a file's prompts: 'file.txt:line')
 
 
 def _function_prompts(path: Path, root: Path) -> list[Prompt]:
@@ -55,38 +81,191 @@ def _function_prompts(path: Path, root: Path) -> list[Prompt]:
     return found
 
 
-def prompts(n: int = 8, *, seed: int = 0, root: Path | None = None) -> list[Prompt]:
-    """``n`` deterministic held-out prompts from the *validation* files of the installed stdlib.
+def _hash_order(candidates: list[Prompt], seed: int) -> list[Prompt]:
+    """Deduplicated by text (the same text in two classes: keep one), in an order fixed by ``seed``."""
+    unique = list({p.text: p for p in candidates}.values())
+    return sorted(unique, key=lambda p: hashlib.sha1(f"{seed}:{p.source}".encode()).hexdigest())
 
-    Each prompt is a function's signature and docstring (to be completed with its body).
-    The same interpreter, ``n`` and ``seed`` always give the same prompts.
-    """
-    if not isinstance(n, int) or n < 1:
-        raise ValueError(f"n must be a positive integer, got {n!r}")
+
+def _stdlib_prompts(seed: int, root: Path | None) -> list[Prompt]:
     root = Path(root) if root is not None else stdlib_root()
     candidates = []
     for path in corpus_files("validation", root):
         candidates.extend(_function_prompts(path, root))
     if not candidates:
         raise RuntimeError(f"no prompt candidates found in the validation files under {root}")
-    candidates = list({p.text: p for p in candidates}.values())        # same text in two classes: keep one
-    candidates.sort(key=lambda p: hashlib.sha1(f"{seed}:{p.source}".encode()).hexdigest())
+    return _hash_order(candidates, seed)
+
+
+# ---------------------------------------------------------------------------------------
+# outside prompts: installed third-party packages
+# ---------------------------------------------------------------------------------------
+def _package_folder(import_name: str) -> Path:
+    spec = importlib.util.find_spec(import_name)           # finds the package without importing it
+    if spec is None or not spec.submodule_search_locations:
+        raise ModuleNotFoundError(f"package {import_name!r} (an outside-prompt source, see "
+                                  f"labkit.artifacts.prompts.OUTSIDE_PACKAGES) is not installed; "
+                                  f"reinstall the lab: pip install -e .")
+    return Path(list(spec.submodule_search_locations)[0]).resolve()
+
+
+def package_prompts(import_name: str, seed: int = 0) -> list[Prompt]:
+    """Every function-with-docstring prompt of one installed package (tests and vendored code left out),
+    in the order fixed by ``seed``; sources read 'package/relative/path.py:line:name'."""
+    folder = _package_folder(import_name)
+    candidates = []
+    for path in sorted(folder.rglob("*.py")):
+        rel = path.relative_to(folder.parent)
+        if any(part in PACKAGE_EXCLUDED_DIRS for part in rel.parts[:-1]) or path.name == "conftest.py":
+            continue
+        if path.stat().st_size <= MAX_FILE_BYTES:
+            candidates.extend(_function_prompts(path, folder.parent))
+    return _hash_order(candidates, seed)
+
+
+def _outside_prompts(seed: int) -> list[Prompt]:
+    """The packages' prompts interleaved (one of each package in turn), so any first n spread over all of them."""
+    per_package = [package_prompts(name, seed) for _, name in OUTSIDE_PACKAGES]
+    return [p for group in zip_longest(*per_package) for p in group if p is not None]
+
+
+# ---------------------------------------------------------------------------------------
+# a user's own prompts
+# ---------------------------------------------------------------------------------------
+def _clean(text: str) -> str:
+    """Leading blank lines and trailing whitespace removed: a prompt ends at its last character, not at a
+    newline (see the byte-level BPE note in :func:`_function_prompts`)."""
+    return text.rstrip().lstrip("\n")
+
+
+def _read_txt(path: Path) -> list[Prompt]:
+    out, block, first = [], [], 1
+    lines = path.read_text(encoding="utf-8").splitlines()
+    for number, line in enumerate(lines + [TXT_SEPARATOR], start=1):
+        if line.strip() != TXT_SEPARATOR:
+            block.append(line)
+            continue
+        text = _clean("\n".join(block))
+        if text:
+            out.append(Prompt(text=text, source=f"{path.name}:{first}"))
+        elif number <= len(lines) and (out or first > 1):     # two separators in a row, or one at the start
+            raise ValueError(f"{path}, line {number}: empty prompt before this '{TXT_SEPARATOR}' separator "
+                             f"(prompts are separated by a line holding only '{TXT_SEPARATOR}')")
+        block, first = [], number + 1
+    return out
+
+
+def _read_jsonl(path: Path) -> list[Prompt]:
+    out = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as err:
+            raise ValueError(f"{path}, line {number}: not valid JSON ({err.msg}); each line must be an object "
+                             f'like {{"text": "def f(x):\\n    \\"\\"\\"...\\"\\"\\""}}') from None
+        text = record.get("text") if isinstance(record, dict) else None
+        if not isinstance(text, str) or not _clean(text):
+            raise ValueError(f'{path}, line {number}: expected an object with a non-empty string "text", '
+                             f"got {line.strip()[:80]!r}")
+        name = record.get("source", record.get("id"))
+        out.append(Prompt(text=_clean(text), source=f"{path.name}:{number}" + (f":{name}" if name else "")))
+    return out
+
+
+def read_prompt_file(path: str | Path) -> list[Prompt]:
+    """A user's prompts, in file order.
+
+    - ``.txt``: prompts separated by a line holding only ``---`` (code keeps its blank lines), e.g.
+      ``def area(r):\\n    \\"\\"\\"Area of a circle.\\"\\"\\"\\n---\\ndef mean(xs):\\n    ...``;
+    - ``.jsonl``: one JSON object per line with a string ``"text"`` (and optionally ``"source"``/``"id"``);
+      blank lines are ignored.
+
+    Each prompt loses leading blank lines and trailing whitespace. Errors name the file and the line: an
+    empty file, an empty prompt, a line that is not JSON or has no ``"text"``.
+    """
+    path = Path(path)
+    if path.suffix not in (".txt", ".jsonl"):
+        raise ValueError(f"prompt file {path}: expected a .txt or .jsonl file (or source='stdlib'/'packages')")
+    if not path.is_file():
+        raise FileNotFoundError(f"prompt file {path} does not exist")
+    found = _read_txt(path) if path.suffix == ".txt" else _read_jsonl(path)
+    if not found:
+        raise ValueError(f"prompt file {path} holds no prompts (it is empty or only whitespace)")
+    return found
+
+
+# ---------------------------------------------------------------------------------------
+# the one entry point
+# ---------------------------------------------------------------------------------------
+def _check_source(source) -> str | Path:
+    if isinstance(source, Path) or (isinstance(source, str) and source not in BUILTIN_SOURCES
+                                    and source.endswith((".txt", ".jsonl"))):
+        return Path(source)
+    if source not in BUILTIN_SOURCES:
+        raise ValueError(f"source must be 'stdlib', 'packages' or a path to a .txt/.jsonl prompt file, got {source!r}")
+    return source
+
+
+def all_prompts(*, seed: int = 0, source: str | Path = "stdlib", root: Path | None = None) -> list[Prompt]:
+    """Every prompt of ``source`` in its deterministic order (a file: its own order, ``seed`` unused)."""
+    source = _check_source(source)
+    if isinstance(source, Path):
+        return read_prompt_file(source)
+    return _stdlib_prompts(seed, root) if source == "stdlib" else _outside_prompts(seed)
+
+
+def prompts(n: int = 8, *, seed: int = 0, root: Path | None = None, source: str | Path = "stdlib") -> list[Prompt]:
+    """``n`` deterministic held-out prompts from ``source``: ``"stdlib"`` (the *validation* files of the
+    installed standard library), ``"packages"`` (installed third-party packages: :data:`OUTSIDE_PACKAGES`)
+    or a path to a ``.txt``/``.jsonl`` file (:func:`read_prompt_file`).
+
+    Each built-in prompt is a function's signature and docstring (to be completed with its body).
+    The same interpreter (and package versions), ``n``, ``seed`` and ``source`` always give the same prompts.
+    """
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ValueError(f"n must be a positive integer, got {n!r}")
+    candidates = all_prompts(seed=seed, source=source, root=root)
     if n > len(candidates):
-        raise ValueError(f"asked for {n} prompts but only {len(candidates)} held-out functions exist")
+        where = source if isinstance(source, str) and source in BUILTIN_SOURCES else f"file {source}"
+        raise ValueError(f"asked for {n} prompts but only {len(candidates)} exist in {where}")
     return candidates[:n]
 
 
-def benchmark_prompts(n: int, seed: int = 0) -> list[Prompt]:
-    """The ``n`` held-out prompts that timing runs measure on: those after the first ``PROMPT_OFFSET``."""
-    return prompts(PROMPT_OFFSET + n, seed=seed)[PROMPT_OFFSET:]
+def benchmark_prompts(n: int, seed: int = 0, source: str | Path = "stdlib") -> list[Prompt]:
+    """The ``n`` held-out prompts that timing runs measure on: for a built-in source, those after the first
+    ``PROMPT_OFFSET`` (which choose skip sets); a user's file is used from its first prompt."""
+    offset = PROMPT_OFFSET if _check_source(source) in BUILTIN_SOURCES else 0
+    return prompts(offset + n, seed=seed, source=source)[offset:]
 
 
-def pick_prompt(tokenizer, model, n_new: int, *, seed: int = 0, n_candidates: int = 16):
-    """The first held-out prompt (``prompts(n_candidates, seed=seed)`` order) that leaves room for
-    ``n_new`` tokens in the model's context; returns (Prompt, input_ids (1, T), n_new that fits)."""
+def source_label(source: str | Path) -> str:
+    """A short name for tables and figures: 'stdlib', 'packages' or the file's name."""
+    source = _check_source(source)
+    return source if isinstance(source, str) else source.name
+
+
+def source_info(source: str | Path = "stdlib") -> dict:
+    """What a prompt source is made of, to store beside any result measured on it: the Python version
+    (stdlib), every package and its version (packages), or the file and its SHA-1 (a user's file)."""
+    source = _check_source(source)
+    if source == "stdlib":
+        return {"source": "stdlib", "python": platform.python_version(), "root": str(stdlib_root())}
+    if source == "packages":
+        return {"source": "packages", "packages": {dist: importlib.metadata.version(dist)
+                                                   for dist, _ in OUTSIDE_PACKAGES}}
+    return {"source": "file", "path": str(source), "sha1": hashlib.sha1(source.read_bytes()).hexdigest()}
+
+
+def pick_prompt(tokenizer, model, n_new: int, *, seed: int = 0, n_candidates: int = 16,
+                source: str | Path = "stdlib"):
+    """The first held-out prompt (``prompts(n_candidates, seed=seed, source=source)`` order) that leaves room
+    for ``n_new`` tokens in the model's context; returns (Prompt, input_ids (1, T), n_new that fits)."""
     context = int(getattr(model.config, "max_position_embeddings", 10**9))
     best = None
-    for prompt in prompts(n_candidates, seed=seed):
+    candidates = all_prompts(seed=seed, source=source)[:n_candidates]
+    for prompt in candidates:
         ids = tokenizer(prompt.text, return_tensors="pt", add_special_tokens=False)["input_ids"]
         if ids.shape[1] + n_new <= context:
             return prompt, ids, n_new

@@ -1,5 +1,5 @@
-"""The engine, in the paper's order: which blocks to skip, who drafts, when drafting stops, how the
-target verifies, what was recorded. Imports torch and transformers only."""
+"""The engine, in the paper's order: which blocks to skip (and strategies that choose them), who drafts, when
+drafting stops, how the target verifies, what was recorded. Imports torch and transformers only."""
 from .architectures import SUPPORTED_ARCHITECTURES, check_supported
 from .cache import crop_to, new_cache
 from .decoding import GenerationResult, autoregressive_generate, speculative_generate
@@ -9,12 +9,14 @@ from .jacobi import jacobi_generate
 from .policies import AdaptiveThreshold, DraftPolicy, FixedK, StaticThreshold
 from .sampling import Warp
 from .skip import SkipSet, format_skip_set, parse_skip_set, skipping
+from .strategies import InContextStrategy, KnapsackStrategy, OnTheFlyStrategy, SkipStrategy, StaticStrategy
 from .trace import JacobiIteration, JacobiTrace, StepRecord, Trace
 
 __all__ = [
-    "AdaptiveThreshold", "Draft", "DraftPolicy", "Drafter", "FixedK", "GenerationResult", "JacobiIteration",
-    "JacobiTrace", "LookupDrafter", "ModelDrafter", "SUPPORTED_ARCHITECTURES", "SelfDrafter", "SkipSet",
-    "StaticThreshold", "StepRecord", "Trace", "Warp", "autoregressive_generate", "check_supported", "crop_to",
-    "format_skip_set", "forward_tokens", "jacobi_generate", "new_cache", "ngram_lookup", "parse_skip_set", "skipping",
+    "AdaptiveThreshold", "Draft", "DraftPolicy", "Drafter", "FixedK", "GenerationResult", "InContextStrategy",
+    "JacobiIteration", "JacobiTrace", "KnapsackStrategy", "LookupDrafter", "ModelDrafter", "OnTheFlyStrategy",
+    "SUPPORTED_ARCHITECTURES", "SelfDrafter", "SkipSet", "SkipStrategy", "StaticStrategy", "StaticThreshold",
+    "StepRecord", "Trace", "Warp", "autoregressive_generate", "check_supported", "crop_to", "format_skip_set",
+    "forward_tokens", "jacobi_generate", "new_cache", "ngram_lookup", "parse_skip_set", "skipping",
     "speculative_generate",
 ]

@@ -24,6 +24,7 @@ from .policies import AdaptiveThreshold, DraftPolicy
 from .sampling import Warp, sample
 from .skip import SkipSet
 from .state import DecodingState
+from .strategies import SkipStrategy
 from .trace import JacobiTrace, StepRecord, Trace
 from .verify import accept, verify
 
@@ -102,6 +103,7 @@ def speculative_step(state: DecodingState, drafter: Drafter, policy: DraftPolicy
     verdict.hidden_states = hidden_states
     new, kind = accept(state, draft.tokens, verdict)
     drafter.commit(state, start, verdict)
+    choose_s, learn_s = drafter.selection_seconds()      # a skip strategy's choosing, inside the two phases above
     if draft.source == "model":                          # copied drafts say nothing about the model's confidence
         policy.update(len(draft), verdict.n_accepted)
     policy.observe_target(verdict.target_confidence)
@@ -110,12 +112,13 @@ def speculative_step(state: DecodingState, drafter: Drafter, policy: DraftPolicy
     return StepRecord(
         position=start, drafted=draft.tokens, q=draft.q, confidence=draft.confidence, p=p_drafted,
         n_accepted=verdict.n_accepted, next_token=verdict.next_token if kind != "none" else -1, next_kind=kind,
-        threshold=threshold, draft_s=t1 - t0, verify_s=t2 - t1, policy_state=policy.state(),
-        n_emitted=len(new), draft_source=draft.source, target_confidence=verdict.target_confidence)
+        threshold=threshold, draft_s=t1 - t0 - choose_s, verify_s=t2 - t1 - learn_s, policy_state=policy.state(),
+        n_emitted=len(new), draft_source=draft.source, target_confidence=verdict.target_confidence,
+        skip=draft.skip, select_s=choose_s + learn_s)
 
 
 @torch.inference_mode()
-def speculative_generate(model, input_ids, *, skip: SkipSet | None = None, draft_model=None,
+def speculative_generate(model, input_ids, *, skip: SkipSet | SkipStrategy | None = None, draft_model=None,
                          drafter: Drafter | None = None, policy: DraftPolicy | None = None, max_new_tokens: int = 64,
                          do_sample: bool = False, temperature: float = 1.0, top_k: int | None = None,
                          top_p: float | None = None, generator: torch.Generator | None = None, eos_token_id=None,
@@ -126,7 +129,8 @@ def speculative_generate(model, input_ids, *, skip: SkipSet | None = None, draft
 
     ``policy`` (default: a fresh :class:`AdaptiveThreshold`) decides when drafting stops and keeps its state
     across calls. ``lookup`` > 0 first tries a prompt-lookup draft of up to that many tokens copied from the
-    context (a point-mass q); the model drafts only when nothing matches.
+    context (a point-mass q); the model drafts only when nothing matches. ``skip`` may also be a skip strategy
+    (:func:`labkit.skip_strategy`): it chooses the set before every draft and keeps what it learned across calls.
     """
     input_ids = check_inputs(model, input_ids, max_new_tokens)
     if drafter is None:

@@ -10,12 +10,14 @@ then also returns the target's hidden states, in ``verdict.hidden_states``) and 
 whose draft already computed part of the target's forward, as an early-exit draft does, may finish it there).
 
 Strategies: :class:`SelfDrafter` (the target with some blocks skipped, sharing the target's KV cache:
-Draft & Verify), :class:`ModelDrafter` (a separate small model with a cache of its own), and
+Draft & Verify; the blocks may be a fixed :class:`~labkit.core.skip.SkipSet` or chosen before every draft by a
+:class:`~labkit.core.strategies.SkipStrategy`), :class:`ModelDrafter` (a separate small model with a cache of its own), and
 :class:`LookupDrafter` (tokens copied from earlier in the context, a point-mass q, falling back to
 another drafter when nothing matches). Drafting never decides what is emitted; verification does.
 """
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 
 import torch
@@ -27,6 +29,7 @@ from .policies import DraftPolicy
 from .sampling import sample
 from .skip import SkipSet, skipping
 from .state import DecodingState
+from .strategies import SkipStrategy
 from .verify import Verdict, target_forward
 
 __all__ = ["Draft", "Drafter", "SelfDrafter", "ModelDrafter", "LookupDrafter", "ngram_lookup", "make_drafter"]
@@ -39,6 +42,7 @@ class Draft:
     confidence: list[float] = field(default_factory=list)   # max q at each position (what policies read)
     q_dists: list[torch.Tensor] = field(default_factory=list)   # sampling only: q at each position, (V,) each
     source: str = "model"                                    # 'model' or 'lookup'
+    skip: SkipSet | None = None                              # the set a self-draft skipped
 
     def __len__(self) -> int:
         return len(self.tokens)
@@ -70,6 +74,10 @@ class Drafter:
         """Called after every verification of a step that began at position ``start``; ``state.tokens``
         already holds what the step emitted, and the target's cache everything but the pending token."""
 
+    def selection_seconds(self) -> tuple[float, float]:
+        """Seconds a skip strategy spent choosing since the last call: (before the draft, after the verification)."""
+        return 0.0, 0.0
+
 
 def draft_tokens(model, cache, feed: list[int], start: int, state: DecodingState, budget: int,
                  policy: DraftPolicy) -> tuple[Draft, int]:
@@ -88,21 +96,55 @@ def draft_tokens(model, cache, feed: list[int], start: int, state: DecodingState
 
 
 class SelfDrafter(Drafter):
-    """The target with the blocks in ``skip`` removed (Draft & Verify): no second model, one shared cache."""
+    """The target with the blocks in ``skip`` removed (Draft & Verify): no second model, one shared cache.
 
-    def __init__(self, model, skip: SkipSet | None = None):
+    ``skip``: a fixed :class:`SkipSet`, or a :class:`SkipStrategy` asked for the set before every draft and
+    told how each verification went."""
+
+    def __init__(self, model, skip: SkipSet | SkipStrategy | None = None):
         skip = skip if skip is not None else SkipSet()
-        if not isinstance(skip, SkipSet):
-            raise TypeError(f"skip must be a labkit.SkipSet, got {type(skip).__name__}")
-        self.skip = skip.validate(model.config.num_hidden_layers)
-        check_mask_free_drafting(model, bool(self.skip.attention))
-        self.model = model
+        if isinstance(skip, SkipStrategy):
+            self.strategy, self.skip = skip.bind(model), None
+            check_mask_free_drafting(model, True)            # a strategy may skip attention blocks
+        elif isinstance(skip, SkipSet):
+            self.strategy, self.skip = None, skip.validate(model.config.num_hidden_layers)
+            check_mask_free_drafting(model, bool(self.skip.attention))
+        else:
+            raise TypeError(f"skip must be a labkit.SkipSet or a skip strategy (labkit.skip_strategy), "
+                            f"got {type(skip).__name__}")
+        self.model, self._drafted = model, (None, 0)          # (start position, tokens) of this drafter's last draft
+
+    def prefill(self, state: DecodingState, prompt_ids: torch.Tensor) -> None:
+        if self.strategy is not None:
+            self.strategy.start(state)
 
     def draft(self, state: DecodingState, budget: int, policy: DraftPolicy) -> Draft:
-        with skipping(self.model, self.skip):
+        skip = self.strategy.choose(state) if self.strategy is not None else self.skip
+        t0 = time.perf_counter()
+        with skipping(self.model, skip):
             draft, _ = draft_tokens(self.model, state.cache, [state.tokens[-1]], state.position - 1, state, budget,
                                     policy)
+        if self.strategy is not None:
+            self.strategy.drafted(len(draft), time.perf_counter() - t0)
+        draft.skip, self._drafted = skip, (state.position, len(draft))
         return draft
+
+    @property
+    def needs_hidden_states(self) -> bool:                      # type: ignore[override]
+        return self.strategy is not None and self.strategy.needs_hidden_states
+
+    def verify_forward(self, state: DecodingState, draft: Draft):
+        if self.strategy is not None and self.strategy.needs_hidden_states:     # the strategy watches it
+            return self.strategy.verify_forward(state, draft)
+        return super().verify_forward(state, draft)
+
+    def commit(self, state: DecodingState, start: int, verdict: Verdict) -> None:
+        if self.strategy is not None:
+            position, n_drafted = self._drafted
+            self.strategy.observe(state, start, verdict, n_drafted if position == start else 0)
+
+    def selection_seconds(self) -> tuple[float, float]:
+        return self.strategy.take_select_s() if self.strategy is not None else (0.0, 0.0)
 
 
 class ModelDrafter(Drafter):
@@ -176,13 +218,21 @@ class LookupDrafter(Drafter):
     def needs_hidden_states(self) -> bool:                      # type: ignore[override]
         return self.fallback is not None and self.fallback.needs_hidden_states
 
+    def verify_forward(self, state: DecodingState, draft: Draft):
+        return self.fallback.verify_forward(state, draft) if self.fallback is not None else super().verify_forward(
+            state, draft)
+
     def commit(self, state: DecodingState, start: int, verdict: Verdict) -> None:
         if self.fallback is not None:
             self.fallback.commit(state, start, verdict)
 
+    def selection_seconds(self) -> tuple[float, float]:
+        return self.fallback.selection_seconds() if self.fallback is not None else (0.0, 0.0)
 
-def make_drafter(model, *, skip: SkipSet | None = None, draft_model=None, lookup: int = 0) -> Drafter:
-    """The drafter ``speculative_generate``'s arguments describe (self-drafting unless a draft model is given)."""
+
+def make_drafter(model, *, skip: SkipSet | SkipStrategy | None = None, draft_model=None, lookup: int = 0) -> Drafter:
+    """The drafter ``speculative_generate``'s arguments describe (self-drafting unless a draft model is given;
+    ``skip``: a set or a skip strategy)."""
     if skip is not None and draft_model is not None:
         raise ValueError("give either skip (self-drafting) or draft_model, not both")
     if isinstance(lookup, bool) or not isinstance(lookup, int) or lookup < 0:

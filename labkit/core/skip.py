@@ -22,7 +22,7 @@ from typing import Iterable, Iterator, Sequence
 import torch
 from torch import nn
 
-__all__ = ["SkipSet", "skipping", "decoder_layers", "parse_skip_set", "format_skip_set"]
+__all__ = ["SkipSet", "skipping", "batched_skipping", "decoder_layers", "parse_skip_set", "format_skip_set"]
 
 
 def _as_index_tuple(values: Iterable[int], name: str) -> tuple[int, ...]:
@@ -217,6 +217,48 @@ def skipping(model: nn.Module, skip: SkipSet | None) -> Iterator[nn.Module]:
                     for norm in norms[block]:
                         if norm in layer._modules:
                             swap(layer._modules, norm, _NO_NORM)
+        yield model
+    finally:
+        for modules, key, original in reversed(saved):
+            modules[key] = original
+
+
+class _MaskedBlock(nn.Module):
+    """Runs ``block`` and scales its output by ``keep`` (B, 1, 1): row b of the batch skips it where keep is 0."""
+
+    def __init__(self, block: nn.Module, keep: torch.Tensor):
+        super().__init__()
+        self.block, self.keep = block, keep
+
+    def forward(self, *args, **kwargs):
+        out = self.block(*args, **kwargs)
+        if isinstance(out, tuple):                                 # attention: (output, weights)
+            return (out[0] * self.keep,) + tuple(out[1:])
+        return out * self.keep
+
+
+@contextlib.contextmanager
+def batched_skipping(model: nn.Module, masks: torch.Tensor) -> Iterator[nn.Module]:
+    """Run ``model`` on a batch whose row b skips the blocks where ``masks[b]`` (B, 2L) is True (attention
+    blocks first, as :meth:`SkipSet.to_mask`): one forward scores B skip sets at once.
+
+    A masked block still runs, and its output is multiplied by 0 in the rows that skip it, which removes
+    it from their residual stream exactly as :func:`skipping` does (a norm after a block maps 0 to 0). Its
+    keys/values still reach the cache: only use this on a throwaway cache (:func:`labkit.core.cache.fork_cache`).
+    """
+    layers = decoder_layers(model)
+    L = len(layers)
+    if masks.dim() != 2 or masks.shape[1] != 2 * L:
+        raise ValueError(f"masks must have shape (B, {2 * L}) for a model of {L} layers, got {tuple(masks.shape)}")
+    keep = (~masks.bool()).to(next(model.parameters()).dtype)                 # (B, 2L)
+    saved: list[tuple[dict, str, nn.Module]] = []
+    try:
+        for i, layer in enumerate(layers):
+            for column, name in ((i, "self_attn"), (L + i, "mlp")):
+                if bool(keep[:, column].all()):
+                    continue
+                saved.append((layer._modules, name, layer._modules[name]))
+                layer._modules[name] = _MaskedBlock(layer._modules[name], keep[:, column, None, None])
         yield model
     finally:
         for modules, key, original in reversed(saved):

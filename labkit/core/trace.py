@@ -33,6 +33,8 @@ class StepRecord:
     n_emitted: int = 0            # tokens appended (n + 1, fewer if EOS or the budget cut it)
     draft_source: str = "model"   # 'model' (skipped self / draft model) or 'lookup' (copied from the context)
     target_confidence: float = float("nan")   # the target's probability of the token it emitted itself
+    skip: object = None           # the SkipSet a self-draft skipped (None: lookup, a separate model, or no draft)
+    select_s: float = 0.0         # wall time a skip strategy spent choosing/learning (not in draft_s or verify_s)
 
     @property
     def n_drafted(self) -> int:
@@ -66,6 +68,7 @@ class Trace:
         drafted, accepted, emitted = self.n_drafted, self.n_accepted, self.n_emitted
         draft_s = sum(s.draft_s for s in self.steps)
         verify_s = sum(s.verify_s for s in self.steps)
+        select_s = sum(s.select_s for s in self.steps)
         return {
             "steps": n_steps,
             "drafted": drafted,
@@ -77,10 +80,12 @@ class Trace:
             "drafted_per_step": drafted / n_steps if n_steps else float("nan"),
             "draft_ms_per_drafted_token": 1e3 * draft_s / drafted if drafted else float("nan"),
             "verify_ms_per_step": 1e3 * verify_s / n_steps if n_steps else float("nan"),
-            "ms_per_token": 1e3 * (draft_s + verify_s) / emitted if emitted else float("nan"),
+            "ms_per_token": 1e3 * (draft_s + verify_s + select_s) / emitted if emitted else float("nan"),
             "ms_per_token_with_prefill": 1e3 * self.total_s / emitted if emitted else float("nan"),
             "draft_s": draft_s,
             "verify_s": verify_s,
+            "select_s": select_s,
+            "select_share": select_s / (draft_s + verify_s) if draft_s + verify_s else float("nan"),
             "prefill_s": self.prefill_s,
         }
 

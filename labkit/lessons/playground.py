@@ -11,6 +11,7 @@ import numpy as np
 import torch
 
 from ..artifacts.models import load_model
+from ..artifacts.prompts import benchmark_prompts, source_label
 from ..measure.grid import PlaygroundGrid, Setting, measure_live
 from ..viz.playground import PANELS, axis_ranges, figure_title, fmt, panel_xy, playground_figure
 from ..viz.widgets import as_widget, update_widget
@@ -156,11 +157,12 @@ class Playground:
 
     ``grids``: one :class:`PlaygroundGrid` or a dict name → grid (the model toggle's options).
     ``loader(name) -> (model, tokenizer)`` is used by "run live" (default :func:`labkit.load_model`;
-    the grid's ``model`` field is the name passed).
+    the grid's ``model`` field is the name passed). ``live_source``: the prompts "run live" measures on: "grid"
+    (the grid's own), or any source of :func:`labkit.prompts` ("stdlib", "packages", a .txt/.jsonl file).
     """
 
     def __init__(self, grids, *, model: str | None = None, loader: Callable | None = None,
-                 live_prompts: int = 2, live_tokens: int = 48):
+                 live_prompts: int = 2, live_tokens: int = 48, live_source="grid"):
         import ipywidgets as widgets
 
         if isinstance(grids, PlaygroundGrid):
@@ -169,7 +171,9 @@ class Playground:
             raise ValueError("Playground needs at least one grid")
         self.grids: dict[str, PlaygroundGrid] = dict(grids)
         self.loader = loader or _load_for_live
-        self.live_prompts, self.live_tokens = live_prompts, live_tokens
+        self.live_prompts, self.live_tokens, self.live_source = live_prompts, live_tokens, live_source
+        if live_source != "grid":
+            benchmark_prompts(live_prompts, source=live_source)            # a bad source fails here, not at the click
         self.live: dict[str, list[dict]] = {name: [] for name in self.grids}
         self._loaded: dict[str, tuple] = {}
         self._hold = 0
@@ -337,6 +341,11 @@ class Playground:
         return float(np.median(times))
 
     # -- live -------------------------------------------------------------------------------
+    def _live_texts(self, grid) -> list[str]:
+        if self.live_source == "grid":
+            return grid.prompt_texts[: self.live_prompts]
+        return [p.text for p in benchmark_prompts(self.live_prompts, source=self.live_source)]
+
     def run_live(self) -> dict:
         """Re-measure the current setting on this machine and add it to the plots; returns the point."""
         name, grid, s = self.model_name, self.grid, self.setting
@@ -347,9 +356,9 @@ class Playground:
                 self._loaded[name] = self.loader(grid.data["model"])
             model, tokenizer = self._loaded[name]
             with torch.inference_mode():
-                point = measure_live(model, tokenizer, grid.skip_set(s.ratio), s,
-                                     grid.prompt_texts[: self.live_prompts], max_new_tokens=self.live_tokens,
-                                     cost_model=grid.cost_model)
+                point = measure_live(model, tokenizer, grid.skip_set(s.ratio), s, self._live_texts(grid),
+                                     max_new_tokens=self.live_tokens, cost_model=grid.cost_model)
+                point["prompts"] = "grid" if self.live_source == "grid" else source_label(self.live_source)
         except Exception as err:
             self.status.value = f"<span style='color:#d62728'>live run failed: {html.escape(repr(err))}</span>"
             raise

@@ -13,6 +13,12 @@ accepted A and drafted d per step (all relative to the plain loop's ms per token
 ratio measured/limit. Greedy rows also check that their output is token-identical to plain
 greedy decoding. Parallel-decoding rows (:func:`jacobi_methods`, ``--no-jacobi`` leaves them out) read
 "accept" as confirmed guesses / guesses fed in and "tok/step" as tokens per iteration.
+
+Skip strategies (``--strategies``, on by default): a section per prompt source (``--strategy-sources``, default
+the stdlib validation prompts and the outside prompts of installed packages), each interleaved on its own: the
+plain loop, ``generate``, the model's static sets and every strategy of :func:`labkit.skip_strategy`, each with
+and without prompt lookup, the time spent choosing sets shown separately ("select %" of decode time).
+``--prompt-source`` picks the prompts of the main greedy and sampling sections (stdlib, packages or a file).
 """
 from __future__ import annotations
 
@@ -29,11 +35,12 @@ from tqdm.auto import tqdm
 
 from ..artifacts.models import load_model, model_folder
 from ..artifacts.paths import BENCH_DIR
-from ..artifacts.prompts import benchmark_prompts
+from ..artifacts.prompts import benchmark_prompts, source_info, source_label
 from ..artifacts.results import skip_set_for
 from ..core.decoding import GenerationResult, autoregressive_generate, speculative_generate
 from ..core.jacobi import INITS, METHODS, jacobi_generate
 from ..core.policies import AdaptiveThreshold, FixedK, StaticThreshold
+from .adaptive import strategy_methods
 from .machine import machine_info
 
 __all__ = ["BenchConfig", "Method", "run_benchmark", "summarise", "load_results", "trace_overhead", "format_table",
@@ -60,6 +67,11 @@ class BenchConfig:
     hf_builtins: bool = True
     jacobi: bool = True                 # Jacobi / Gauss-Seidel rows (each initialisation) on the first model
     jacobi_block: int = 4                # the fewest iterations per token for the self-draft (docs/decisions.md)
+    prompt_source: str = "stdlib"       # prompts of the greedy and sampling sections: stdlib, packages or a file
+    strategies: bool = True             # the skip-strategy section (labkit.skip_strategy), first model only
+    strategy_sources: tuple[str, ...] = ("stdlib", "packages")
+    strategy_names: tuple[str, ...] = ("on-the-fly", "in-context", "knapsack")
+    only_strategies: bool = False       # --only-strategies: the strategy section alone
     out_dir: str = str(BENCH_DIR)       # committed: the README quotes it
 
     @classmethod
@@ -88,6 +100,7 @@ class RunRecord:
     steps: int = 0
     draft_s: float = 0.0
     verify_s: float = 0.0
+    select_s: float = 0.0               # a skip strategy's time choosing sets (not in draft_s / verify_s)
 
 
 def _record(result: GenerationResult, seconds: float) -> RunRecord:
@@ -95,7 +108,7 @@ def _record(result: GenerationResult, seconds: float) -> RunRecord:
     if result.trace is not None:
         s = result.trace.summary()
         rec.drafted, rec.accepted, rec.steps = s["drafted"], s["accepted"], s["steps"]
-        rec.draft_s, rec.verify_s = s["draft_s"], s["verify_s"]
+        rec.draft_s, rec.verify_s, rec.select_s = s["draft_s"], s["verify_s"], s.get("select_s", 0.0)
     return rec
 
 
@@ -266,6 +279,8 @@ def summarise(methods: list[Method], records: dict, reference: dict[str, str]) -
             "verify_ms_per_step": 1e3 * sum(r.verify_s for r in flat) / steps if steps else None,
             "mean_accepted": accepted / steps if steps else None,
             "mean_drafted": drafted / steps if steps else None,
+            "select_share": (sum(r.select_s for r in flat) / (sum(r.draft_s + r.verify_s for r in flat))
+                             if steps else None),
         }
     for m in methods:
         row = rows[m.name]
@@ -300,27 +315,71 @@ def run_benchmark(cfg: BenchConfig) -> dict:
             continue
         loaded[name] = load_model(name)
     tokenizer = loaded[cfg.models[0]][1]
-    prompt_list = benchmark_prompts(cfg.n_prompts, seed=cfg.seed)
+    prompt_list = benchmark_prompts(cfg.n_prompts, seed=cfg.seed, source=cfg.prompt_source)
     prompt_ids = [tokenizer(p.text, return_tensors="pt")["input_ids"] for p in prompt_list]
-    methods, notes = build_methods(cfg, loaded, prompt_ids[0])
-    if cfg.jacobi:
-        methods += jacobi_methods(cfg, loaded)
-    reference = {name: f"{name}: labkit plain loop" for name in cfg.models}
-    greedy_rows = summarise(methods, _interleaved(methods, prompt_ids, cfg, "greedy"), reference)
-    sampling_rows = []
-    if cfg.sampling:
+    greedy_rows, sampling_rows, notes = [], [], {}
+    if not cfg.only_strategies:
+        methods, notes = build_methods(cfg, loaded, prompt_ids[0])
+        if cfg.jacobi:
+            methods += jacobi_methods(cfg, loaded)
+        reference = {name: f"{name}: labkit plain loop" for name in cfg.models}
+        greedy_rows = summarise(methods, _interleaved(methods, prompt_ids, cfg, "greedy"), reference)
+    if cfg.sampling and not cfg.only_strategies:
         smethods = sampling_methods(cfg, loaded)
         sref = {cfg.models[0]: smethods[0].name}
         sampling_rows = summarise(smethods, _interleaved(smethods, prompt_ids, cfg, "sampling"), sref)
+    strategy_section = run_strategy_section(cfg, loaded) if cfg.strategies else None
     return {
         "config": asdict(cfg),
         "machine": machine_info(),
+        "prompt_source": source_info(cfg.prompt_source),
+        "strategies": strategy_section,
         "prompts": [p.source for p in prompt_list],
         "notes": notes,
         "greedy": greedy_rows,
         "sampling": sampling_rows,
         "seconds": round(time.perf_counter() - t0, 1),
     }
+
+
+# ---------------------------------------------------------------------------------------
+# skip strategies, on each prompt source
+# ---------------------------------------------------------------------------------------
+def skip_strategy_methods(cfg: BenchConfig, loaded: dict) -> list[Method]:
+    """Rows of the strategy section for the first model: its static sets and every strategy, each without and
+    with prompt lookup; every row gets fresh strategy and policy objects (state carries across its prompts)."""
+    name = cfg.models[0]
+    model, tokenizer = loaded[name]
+    methods = []
+    for label, make in strategy_methods(model, tokenizer, cfg.strategy_names).items():
+        for lookup in (0, cfg.lookup_tokens):
+            strategy, policy = make(), StaticThreshold(cfg.static_threshold, 12)
+            methods.append(_labkit_method(
+                f"{name}: {label}" + (" + prompt lookup" if lookup else ""), name,
+                lambda ids, n, m=model, s=strategy, p=policy, k=lookup: speculative_generate(
+                    m, ids, skip=s, policy=p, max_new_tokens=n, lookup=k)))
+    return methods
+
+
+def run_strategy_section(cfg: BenchConfig, loaded: dict) -> dict:
+    """For each of ``cfg.strategy_sources``: generate, the plain loop and :func:`skip_strategy_methods`,
+    interleaved on that source's benchmark prompts; rows carry the source in "prompts"."""
+    name = cfg.models[0]
+    model, tokenizer = loaded[name]
+    out = {"sources": {}, "prompts": {}, "rows": []}
+    for source in cfg.strategy_sources:
+        label = source_label(source)
+        chosen = benchmark_prompts(cfg.n_prompts, seed=cfg.seed, source=source)
+        ids = [tokenizer(p.text, return_tensors="pt")["input_ids"] for p in chosen]
+        methods = [_hf_method(f"{name}: HF generate", name, model),
+                   _labkit_method(f"{name}: labkit plain loop", name,
+                                  lambda x, n: autoregressive_generate(model, x, n))]
+        methods += skip_strategy_methods(cfg, loaded)
+        rows = summarise(methods, _interleaved(methods, ids, cfg, f"strategies, {label} prompts"),
+                         {name: f"{name}: labkit plain loop"})
+        out["rows"] += [{"prompts": label, **row} for row in rows]
+        out["sources"][label], out["prompts"][label] = source_info(source), [p.source for p in chosen]
+    return out
 
 
 def trace_overhead(model_name: str = "default", *, n_prompts: int = 4, max_new_tokens: int = 128, rounds: int = 5,
@@ -362,6 +421,21 @@ def format_table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def format_strategy_table(rows: list[dict]) -> str:
+    """The strategy section: one block per prompt source, the selection overhead in its own column."""
+    lines = []
+    for source in dict.fromkeys(r["prompts"] for r in rows):
+        sel = [r for r in rows if r["prompts"] == source]
+        lines.append(f"\n{source} prompts")
+        table = format_table(sel).splitlines()
+        lines.append(table[0] + f" {'select%':>8}")
+        lines.append(table[1] + "-" * 9)
+        for line, r in zip(table[2:], sel):
+            share = "-" if r.get("select_share") is None else f"{100 * r['select_share']:.1f}"
+            lines.append(line + f" {share:>8}")
+    return "\n".join(lines)
+
+
 def write_results(result: dict, out_dir: Path) -> list[Path]:
     import pandas as pd
 
@@ -370,6 +444,9 @@ def write_results(result: dict, out_dir: Path) -> list[Path]:
     paths[0].write_text(json.dumps(result, indent=2))
     pd.DataFrame(result["greedy"]).to_csv(paths[1], index=False)
     pd.DataFrame(result["sampling"]).to_csv(paths[2], index=False)
+    if result.get("strategies"):
+        paths.append(out_dir / "bench_strategies.csv")
+        pd.DataFrame(result["strategies"]["rows"]).to_csv(paths[-1], index=False)
     return paths
 
 
@@ -394,6 +471,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--no-sampling", action="store_true")
     parser.add_argument("--no-hf-builtins", action="store_true")
     parser.add_argument("--no-jacobi", action="store_true", help="leave out the Jacobi / Gauss-Seidel rows")
+    parser.add_argument("--prompt-source", help="prompts of the greedy/sampling sections: stdlib (default), "
+                                                "packages, or a .txt/.jsonl file (see labkit.artifacts.prompts)")
+    parser.add_argument("--no-strategies", action="store_true", help="leave out the skip-strategy section")
+    parser.add_argument("--only-strategies", action="store_true", help="run the skip-strategy section alone")
+    parser.add_argument("--strategy-sources", nargs="+", help="prompt sources of the skip-strategy section "
+                                                               "(default: stdlib packages)")
     parser.add_argument("--out", help="results folder (default data/bench)")
     parser.add_argument("--trace-overhead", action="store_true",
                         help="only measure what recording the trace costs (record_trace on vs off)")
@@ -404,21 +487,34 @@ def main(argv: list[str] | None = None) -> None:
         return
     overrides = {k: v for k, v in {"models": tuple(args.models) if args.models else None, "n_prompts": args.prompts,
                                    "max_new_tokens": args.tokens, "repeats": args.repeats, "threads": args.threads,
-                                   "out_dir": args.out}.items() if v is not None}
+                                   "out_dir": args.out, "prompt_source": args.prompt_source,
+                                   "strategy_sources": tuple(args.strategy_sources) if args.strategy_sources else None,
+                                   }.items() if v is not None}
     if args.no_sampling:
         overrides["sampling"] = False
     if args.no_hf_builtins:
         overrides["hf_builtins"] = False
     if args.no_jacobi:
         overrides["jacobi"] = False
+    if args.no_strategies:
+        overrides["strategies"] = False
+    if args.only_strategies:
+        overrides["only_strategies"] = True
     cfg = BenchConfig.quick(**overrides) if args.quick else BenchConfig(**overrides)
     result = run_benchmark(cfg)
     print(f"\nMachine: {result['machine']['processor']}, {cfg.threads} thread(s), torch {result['machine']['torch']}")
     for name, note in result["notes"].items():
         print(f"{name}: skip set {note['skip_set']} ({note['skip_ratio']:.0%} of sub-layers; from {note['skip_source']})")
-    print("\nGreedy\n" + format_table(result["greedy"]))
+    if result["greedy"]:
+        print("\nGreedy\n" + format_table(result["greedy"]))
     if result["sampling"]:
         print(f"\nSampling (temperature {cfg.temperature}, fixed seeds)\n" + format_table(result["sampling"]))
+    if result["strategies"]:
+        section = result["strategies"]
+        print(f"\nSkip strategies (greedy, static threshold {cfg.static_threshold}; select% = time choosing sets / "
+              f"decode time)" + format_strategy_table(section["rows"]))
+        for label, info in section["sources"].items():
+            print(f"{label} prompts: {info}")
     paths = write_results(result, Path(cfg.out_dir))
     print(f"\n{result['seconds']:.0f} s in all; written: {', '.join(str(p) for p in paths)}")
 

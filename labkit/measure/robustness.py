@@ -2,6 +2,7 @@
 
     python -m labkit.robustness --model default      # writes data/models/default/robustness.json
                                                       # and refreshes its MODEL_CARD.md
+    python -m labkit.robustness --prompt-source packages   # on outside prompts: results/robustness/default_packages.json
 
 Search per ratio ("the best set we can find"): greedy backward elimination from the full
 model (each round skips the one further block whose removal keeps agreement highest),
@@ -22,8 +23,9 @@ from typing import Mapping, Sequence
 import torch
 from tqdm.auto import tqdm
 
-from ..artifacts.models import load_model, model_folder
-from ..artifacts.prompts import prompts
+from ..artifacts.models import load_model, model_folder, model_key
+from ..artifacts.paths import RESULTS_DIR
+from ..artifacts.prompts import prompts, source_info, source_label
 from ..artifacts.results import trained_draft_path
 from ..core.skip import SkipSet
 from .agreement import AgreementProbe
@@ -69,12 +71,13 @@ def random_sets(n_layers: int, n_skipped: int, count: int, rng: random.Random) -
 
 def robustness_report(model_name: str = "default", n_prompts: int = 12, n_tokens: int = 48,
                       n_random: int = 100, seed: int = 0, ratios=(0.25, 0.375, 0.5, 0.625),
-                      known_sets: dict[str, SkipSet] | None = None) -> dict:
-    """Best agreement per ratio; ``known_sets`` ({label: set}) join the candidates at their own ratio."""
+                      known_sets: dict[str, SkipSet] | None = None, prompt_source="stdlib") -> dict:
+    """Best agreement per ratio; ``known_sets`` ({label: set}) join the candidates at their own ratio.
+    ``prompt_source``: where the prompts come from (stdlib, packages or a file; see labkit.prompts)."""
     model, tokenizer = load_model(model_name)
     n_layers = model.config.num_hidden_layers
     t0 = time.perf_counter()
-    texts = [p.text for p in prompts(2 * n_prompts, seed=seed)]
+    texts = [p.text for p in prompts(2 * n_prompts, seed=seed, source=prompt_source)]
     probe = AgreementProbe.from_prompts(model, tokenizer, texts[:n_prompts], n_tokens)          # chooses the sets
     fresh = AgreementProbe.from_prompts(model, tokenizer, texts[n_prompts:], n_tokens)          # reports them
     path = greedy_elimination(probe, n_layers)
@@ -98,6 +101,7 @@ def robustness_report(model_name: str = "default", n_prompts: int = 12, n_tokens
         "model": model_name,
         "command": f"python -m labkit.robustness --model {model_name}",
         "n_prompts": n_prompts, "n_tokens": n_tokens, "n_positions": fresh.n_positions, "n_blocks": 2 * n_layers,
+        "prompt_source": source_info(prompt_source),
         "n_random_per_ratio": n_random, "seconds": round(time.perf_counter() - t0, 1),
         "hardware": f"{platform.machine()}, {torch.get_num_threads()} thread(s)",
         "method": (f"Sets chosen on {n_prompts} held-out prompts (best of greedy backward elimination and "
@@ -166,14 +170,22 @@ def main(argv: list[str] | None = None) -> Path:
     parser.add_argument("--tokens", type=int, default=48)
     parser.add_argument("--random", type=int, default=100)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--prompt-source", default="stdlib",
+                        help="stdlib (default: writes the model's robustness.json), packages or a .txt/.jsonl file "
+                             "(written to results/robustness/, the model card untouched)")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     report = robustness_report(args.model, args.prompts, args.tokens, args.random,
-                               known_sets=trained_draft_path(args.model))
+                               known_sets=trained_draft_path(args.model), prompt_source=args.prompt_source)
     for row in report["by_ratio"]:
         print(f"{row['skipped']:>3}/{report['n_blocks']} skipped ({row['ratio']:.1%}): agreement {row['agreement']:.3f} "
               f"on fresh prompts, {row['agreement_on_selection_prompts']:.3f} on the choosing ones "
               f"({row['found_by']}; best random {row['best_random_agreement']:.3f})  {row['skip']}")
-    path = write_report(args.model, report)
+    if args.prompt_source == "stdlib":
+        path = write_report(args.model, report)
+    else:
+        path = RESULTS_DIR / "robustness" / f"{model_key(args.model)}_{source_label(args.prompt_source)}.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(report, indent=2))
     print(f"written to {path}")
     return path

@@ -19,7 +19,9 @@ PALETTE = {
     "threshold": "#7f3b08",       # brown: a draft policy's threshold
     # the blocks of a forward
     "attention": "#1f78b4", "mlp": "#ff7f00", "layer_overhead": "#b2b2b2", "fixed": "#6a3d9a",
-    "kept": "#dbe9f6", "skipped": "#d95f02",
+    "kept": "#dbe9f6", "skipped": "#d95f02", "no_self_draft": "#e6e6e6",
+    # prompt sources (notebook 07): the text the models trained on, text they never saw, a user's file
+    "source_stdlib": "#1b9e77", "source_packages": "#7570b3", "source_file": "#e7298a",
     # optimisers
     "gp": "#1f77b4", "tpe": "#2ca02c", "random": "#7f7f7f", "EI": "#1f77b4", "LCB": "#ff7f0e", "next": "#d62728",
     # metrics and markers

@@ -29,3 +29,83 @@ def test_prompt_count_errors():
     import pytest
     with pytest.raises(ValueError, match="positive"):
         prompts(0)
+
+
+# ---------------------------------------------------------------------------------------
+# other sources: installed packages (outside prompts) and a user's file
+# ---------------------------------------------------------------------------------------
+import json                                                                     # noqa: E402
+
+import pytest                                                                   # noqa: E402
+
+from labkit.artifacts.prompts import (OUTSIDE_PACKAGES, benchmark_prompts, prompts as all_sources,  # noqa: E402
+                                      read_prompt_file, source_info, source_label)
+
+
+def test_package_prompts_are_deterministic_spread_and_shaped_like_stdlib_prompts():
+    a = all_sources(14, source="packages")
+    assert a == all_sources(14, source="packages") and all_sources(14, seed=1, source="packages") != a
+    packages = [name for _, name in OUTSIDE_PACKAGES]
+    assert [p.source.split("/")[0] for p in a] == packages + packages             # one of each package in turn
+    for p in a:
+        assert p.text.startswith(("def ", "async def ", "@")) and p.text.endswith(('"', "'"))
+        assert not {"tests", "test", "testing"} & set(p.source.split(":")[0].split("/")[:-1])
+        assert 60 <= len(p.text) <= 600
+    assert not {p.text for p in a} & {p.text for p in all_sources(200)}          # not stdlib text
+    assert benchmark_prompts(3, source="packages") == all_sources(27, source="packages")[24:]
+
+
+def test_source_info_names_packages_and_versions(tmp_path):
+    import importlib.metadata as md
+
+    info = source_info("packages")
+    assert info["packages"] == {dist: md.version(dist) for dist, _ in OUTSIDE_PACKAGES}
+    assert source_info("stdlib")["source"] == "stdlib" and source_label("packages") == "packages"
+    path = tmp_path / "mine.jsonl"
+    path.write_text('{"text": "def f(x):"}\n')
+    assert source_info(path)["sha1"] and source_label(str(path)) == "mine.jsonl"
+
+
+def test_txt_prompt_files(tmp_path):
+    path = tmp_path / "mine.txt"
+    path.write_text('def area(r):\n    """Area of a circle.\n\n    Uses pi.\n    """\n\n---\n\ndef mean(xs):\n'
+                    '    """The mean."""\n---\n')
+    got = read_prompt_file(path)
+    assert [p.text for p in got] == ['def area(r):\n    """Area of a circle.\n\n    Uses pi.\n    """',
+                                     'def mean(xs):\n    """The mean."""']      # blank lines inside kept, none after
+    assert [p.source for p in got] == ["mine.txt:1", "mine.txt:8"]
+    assert all_sources(1, source=str(path)) == got[:1] and benchmark_prompts(2, source=path) == got
+    with pytest.raises(ValueError, match=r"only 2 exist in file"):
+        all_sources(3, source=path)
+
+
+@pytest.mark.parametrize("suffix, content, message", [
+    (".txt", "", r"empty\.txt holds no prompts"),
+    (".txt", "  \n\n", r"holds no prompts"),
+    (".txt", "def f():\n---\n\n---\ndef g():\n", r"empty\.txt, line 4: empty prompt"),
+    (".jsonl", "", r"holds no prompts"),
+    (".jsonl", '{"text": "def f():"}\n{"text": oops}\n', r"empty\.jsonl, line 2: not valid JSON"),
+    (".jsonl", '{"prompt": "def f():"}\n', r"line 1: expected an object with a non-empty string \"text\""),
+    (".jsonl", '{"text": "   "}\n', r"line 1: expected an object"),
+    (".jsonl", '["def f():"]\n', r"line 1: expected an object"),
+])
+def test_bad_prompt_files_name_the_file_and_line(tmp_path, suffix, content, message):
+    path = tmp_path / f"empty{suffix}"
+    path.write_text(content)
+    with pytest.raises(ValueError, match=message):
+        read_prompt_file(path)
+
+
+def test_jsonl_prompt_files_and_source_errors(tmp_path):
+    path = tmp_path / "p.jsonl"
+    path.write_text(json.dumps({"text": "def f(x):\n    \"\"\"Double.\"\"\"\n", "id": "dbl"}) + "\n\n" +
+                    json.dumps({"text": "def g():"}) + "\n")
+    got = read_prompt_file(path)
+    assert [p.text for p in got] == ['def f(x):\n    """Double."""', "def g():"]
+    assert [p.source for p in got] == ["p.jsonl:1:dbl", "p.jsonl:3"]
+    with pytest.raises(FileNotFoundError, match="nowhere.jsonl"):
+        all_sources(1, source=tmp_path / "nowhere.jsonl")
+    with pytest.raises(ValueError, match="source must be 'stdlib', 'packages' or a path"):
+        all_sources(1, source="pypi")
+    with pytest.raises(ValueError, match=r"expected a \.txt or \.jsonl file"):
+        read_prompt_file(tmp_path / "p.csv")

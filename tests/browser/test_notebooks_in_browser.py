@@ -169,10 +169,17 @@ def iteration_stepper(d: WidgetDriver) -> None:
     d.dropdown("run")
 
 
+def set_explorer(d: WidgetDriver) -> None:
+    """07: which strategy, which prompt source, which prompt."""
+    d.dropdown("strategy")
+    d.dropdown("prompts")
+    d.slider("prompt #")
+
+
 #: One plan per interactive widget of a notebook, in page order.
 PLANS = {"01_bayesian_optimization": [bo_stepper], "03_draft_verify_timeline": [trace_replayer],
          "04_playground": [playground], "05_speculative_sampling": [sampling_explorer, monte_carlo_panel],
-         "06_parallel_decoding": [iteration_stepper]}
+         "06_parallel_decoding": [iteration_stepper], "07_adaptive_skip_sets": [set_explorer]}
 
 
 def test_every_control_changes_the_figure_to_pythons_values(ran, shots):

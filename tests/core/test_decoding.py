@@ -6,6 +6,7 @@ import torch
 
 from labkit import (AdaptiveThreshold, FixedK, SkipSet, StaticThreshold, autoregressive_generate,
                     speculative_generate)
+from labkit.core.strategies import InContextStrategy, KnapsackStrategy, OnTheFlyStrategy, StaticStrategy
 from tiny_models import ARCHITECTURES, tiny_model
 
 N_LAYERS = 4
@@ -119,3 +120,36 @@ def test_prompt_lookup_drafting_is_lossless(model):
             out = speculative_generate(model, ids, skip=skip, policy=FixedK(3), max_new_tokens=20, lookup=4)
             assert torch.equal(out.sequences, expected)
             assert any(st.draft_source == "lookup" for st in out.trace.steps)
+
+
+def random_strategy(rng: random.Random):
+    """A skip strategy that acts at every opportunity (budget 1): its side computations run between steps."""
+    start = random_skip(rng)
+    costs = {"attention_ms": [0.3] * N_LAYERS, "mlp_ms": [0.1] * N_LAYERS, "fixed_ms": 0.3,
+             "verify_ms": [1.9 + 0.1 * k for k in range(13)]}
+    return rng.choice([
+        StaticStrategy(start),
+        OnTheFlyStrategy(start, every=rng.randint(1, 3), window=rng.choice([1, 4, 16]), budget=1.0, seed=rng.randint(0, 9)),
+        InContextStrategy(start, n_skipped=rng.randint(0, 2 * N_LAYERS), every=rng.randint(1, 3), budget=1.0,
+                          redo_below=1.0),
+        KnapsackStrategy(costs, [rng.random() for _ in range(2 * N_LAYERS)], anchor=start, anchor_alpha=rng.random(),
+                         min_tokens=rng.randint(1, 8), margin=rng.choice([0.0, 0.05])),
+    ])
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_skip_strategies_match_transformers(model, seed):
+    """Every strategy, with and without prompt lookup, carried across calls: 0 mismatches with plain greedy."""
+    rng = random.Random(1000 + seed)
+    strategy = random_strategy(rng)
+    for call in range(3):
+        prompt_len = rng.choice([1, 2, 5, 17])
+        ids = torch.randint(0, VOCAB, (1, prompt_len), generator=torch.Generator().manual_seed(10 * seed + call))
+        if call == 2:
+            ids = torch.cat([ids, ids, ids], dim=1)                          # repeats: prompt lookup fires
+        max_new = rng.choice([1, 3, 7, 24])
+        expected = hf_greedy(model, ids, max_new)
+        out = speculative_generate(model, ids, skip=strategy, policy=random_policy(rng), max_new_tokens=max_new,
+                                   lookup=rng.choice([0, 3]))
+        assert torch.equal(out.sequences, expected), (strategy.name, strategy.state())
+        assert out.trace.n_emitted == max_new

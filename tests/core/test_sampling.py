@@ -8,6 +8,7 @@ from scipy import stats
 import labkit.core.verify as verify_module
 from labkit import FixedK, SkipSet, autoregressive_generate, speculative_generate
 from labkit.core.sampling import Warp
+from labkit.core.strategies import InContextStrategy, KnapsackStrategy, OnTheFlyStrategy
 from tiny_models import tiny_model
 
 VOCAB = 6
@@ -108,6 +109,36 @@ def test_prompt_lookup_drafts_are_lossless_too(target):
     dist = exact_two_token_distribution(target, WARPS[0], prompt)
     counts = empirical(lambda g: speculative_generate(target, prompt, skip=SkipSet.all(2), policy=FixedK(2), lookup=2,
                                                       max_new_tokens=2, do_sample=True, generator=g).new_tokens)
+    assert chi_square_p_value(counts, dist) > 1e-3
+    assert total_variation(counts, dist) < tv_bound(dist)
+
+
+@pytest.mark.parametrize("name", ["on-the-fly", "in-context", "knapsack"])
+def test_skip_strategies_sample_exactly(target, name):
+    """A strategy changes the draft's set from call to call (it acts at every chance, budget 1, and carries what it
+    learned); every sample is still exact: the two-token distribution of the target."""
+    costs = {"attention_ms": [0.3, 0.3], "mlp_ms": [0.1, 0.1], "fixed_ms": 0.3, "verify_ms": [1.0 + 0.1 * k for k in range(13)]}
+    strategy = {"on-the-fly": lambda: OnTheFlyStrategy(SkipSet(attention=[1], mlp=[0]), every=1, window=2, margin=1,
+                                                       budget=1.0),
+                "in-context": lambda: InContextStrategy(SkipSet(attention=[1], mlp=[1]), every=1, budget=1.0, margin=0.0,
+                                                        redo_below=1.0),
+                "knapsack": lambda: KnapsackStrategy(costs, [0.5, 0.2, 0.1, 0.3], anchor=SkipSet(mlp=[0]),
+                                                     anchor_alpha=0.8, min_tokens=1, margin=0.0)}[name]()
+    warp, sets = WARPS[1], set()
+
+    def sample_two(g):
+        out = speculative_generate(target, PROMPT, skip=strategy, policy=FixedK(1), max_new_tokens=2, do_sample=True,
+                                   temperature=warp.temperature, top_k=warp.top_k, top_p=warp.top_p, generator=g)
+        sets.update(s.skip for s in out.trace.steps if s.skip is not None)
+        return out.new_tokens
+
+    dist = exact_two_token_distribution(target, warp)
+    counts = empirical(sample_two)
+    acted = {"on-the-fly": strategy.state().get("rounds"), "in-context": strategy.state().get("n_dp"),
+             "knapsack": strategy.state().get("sets_tried")}[name]
+    assert acted and strategy.ledger.select_s > 0, name          # it scored sets between and inside the calls
+    first = strategy.anchor if name == "knapsack" else strategy.initial
+    assert len(sets | {first}) > 1, name                         # and drafted with sets other than its first
     assert chi_square_p_value(counts, dist) > 1e-3
     assert total_variation(counts, dist) < tv_bound(dist)
 

@@ -191,6 +191,13 @@ def test_run_live_adds_a_point_to_the_plots(playground, grid):
     assert list(p.figure.data[pgv._trace_index(1, 2, 3)].x) == [s.threshold]
 
 
+def test_run_live_on_outside_prompts(grid):
+    p = pgl.Playground({"tiny": grid}, model="tiny", live_prompts=1, live_tokens=4, live_source="packages")
+    point = p.run_live()
+    assert point["prompts"] == "packages" and point["identical_to_plain"] is True
+    with pytest.raises(ValueError, match="source must be"):
+        pgl.Playground({"tiny": grid}, model="tiny", live_source="pypi")
+
 def test_tables_of_the_notebook(grid):
     paper = pgl.presets(grid)["paper's setting"]
     rows = grid.ratio_frame(paper)

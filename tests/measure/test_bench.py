@@ -39,8 +39,20 @@ def test_quick_benchmark_runs_every_method_and_checks_identity(tiny_folders, tmp
     spec = [r for r in result["greedy"] if "self-spec" in r["method"]]
     assert all(r["limit"] > 0 and 0 <= r["acceptance"] <= 1 for r in spec)
     assert result["sampling"] and all(r["identical_to_plain"] is None for r in result["sampling"])
+    section = result["strategies"]                                     # skip strategies on both prompt sources
+    assert set(section["sources"]) == {"stdlib", "packages"} and section["sources"]["packages"]["packages"]
+    for source in ("stdlib", "packages"):
+        rows = [r for r in section["rows"] if r["prompts"] == source]
+        names_here = [r["method"] for r in rows]
+        for strategy in ("on-the-fly", "in-context", "knapsack"):
+            assert any(n.endswith(strategy) for n in names_here) and any(strategy + " + prompt lookup" in n for n in names_here)
+        for row in rows:
+            assert row["identical_to_plain"] is True, (source, row["method"])
+        assert all(0 <= r["select_share"] < 1 for r in rows if r["family"] == "labkit")
+    assert "select%" in bench.format_strategy_table(section["rows"])
     paths = bench.write_results(result, tmp_path)
     assert json.loads(paths[0].read_text())["greedy"][0]["method"] == names[0]
+    assert paths[-1].name == "bench_strategies.csv" and paths[-1].exists()
     fig = bench_figure(result["greedy"])
     assert fig.layout.title.text and fig.layout.xaxis.title.text and len(fig.data) >= 2
     assert "speedup" in bench.format_table(result["greedy"]).splitlines()[0] or "vs gen" in bench.format_table(result["greedy"])

@@ -1,0 +1,191 @@
+"""Notebook 07's glue: the sentences written from the measured numbers, and the explorer widget.
+
+Every comparative sentence is chosen by the data it describes (which source is higher, which method wins,
+whether a target is met), so it stays true in FAST mode, in full mode and after any rerun; the tests feed each
+function numbers that reverse its claim.
+"""
+from __future__ import annotations
+
+import math
+
+import ipywidgets as widgets
+
+
+from ..measure.adaptive import PLAIN, set_timeline
+from ..viz.strategies import set_timeline_figure
+from ..viz.widgets import as_widget, update_widget
+
+__all__ = ["transfer_sentence", "acceptance_sentence", "winner_sentence", "overhead_sentence", "changes_sentence",
+           "where_each_wins", "set_changes", "lever_sentence", "joined_timeline", "most_changes", "SetExplorer"]
+
+
+def _fmt(x: float, spec: str = ".2f") -> str:
+    return "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else format(x, spec)
+
+
+def _value(frame, source: str, method: str, column: str) -> float:
+    row = frame[(frame["source"] == source) & (frame["method"] == method)]
+    return float(row[column].iloc[0]) if len(row) else float("nan")
+
+
+def transfer_sentence(agreement, set_label: str, home: str = "stdlib", away: str = "packages") -> str:
+    """Does ``set_label``'s agreement hold on the text it was not chosen on? (``agreement``: source, set, agreement)"""
+    a_home = _value(agreement.rename(columns={"set": "method"}), home, set_label, "agreement")
+    a_away = _value(agreement.rename(columns={"set": "method"}), away, set_label, "agreement")
+    if math.isnan(a_home) or math.isnan(a_away):
+        return f"The {set_label} was not measured on both {home} and {away} prompts."
+    gap = a_home - a_away
+    if gap > 0.02:
+        return (f"The {set_label} agrees with the full model on {_fmt(a_home)} of positions on {home} prompts but "
+                f"only {_fmt(a_away)} on {away} prompts: {_fmt(100 * gap, '.0f')} points lost on text it was not "
+                f"chosen on.")
+    if gap < -0.02:
+        return (f"The {set_label} agrees better on {away} prompts ({_fmt(a_away)}) than on {home} prompts "
+                f"({_fmt(a_home)}): on these prompts it transfers.")
+    return (f"The {set_label} agrees about as well on {away} prompts ({_fmt(a_away)}) as on {home} prompts "
+            f"({_fmt(a_home)}).")
+
+
+def acceptance_sentence(frame, method: str, home: str = "stdlib", away: str = "packages") -> str:
+    """How the acceptance of ``method``'s drafts moves between the two sources."""
+    a_home, a_away = _value(frame, home, method, "acceptance"), _value(frame, away, method, "acceptance")
+    if math.isnan(a_home) or math.isnan(a_away):
+        return f"{method} was not measured on both sources."
+    direction = "falls" if a_away < a_home - 0.01 else "rises" if a_away > a_home + 0.01 else "stays"
+    verb = {"falls": f"falls from {_fmt(a_home)} to {_fmt(a_away)}", "rises": f"rises from {_fmt(a_home)} to "
+            f"{_fmt(a_away)}", "stays": f"stays at about {_fmt(a_home)}"}[direction]
+    return f"With {method}, the acceptance of drafted tokens {verb} from {home} to {away} prompts."
+
+
+def winner_sentence(frame, source: str, target: float | None = None, reference: str | None = None) -> str:
+    """Which method is fastest on ``source``, against ``reference`` (a static row) and ``target`` (× the loop)."""
+    rows = frame[(frame["source"] == source) & (frame["method"] != PLAIN)].dropna(subset=["speedup"])
+    if rows.empty:
+        return f"No method was measured on {source} prompts."
+    best = rows.loc[rows["speedup"].idxmax()]
+    text = f"On {source} prompts the fastest is {best['method']} at {_fmt(best['speedup'])}× the plain loop"
+    if reference is not None and reference != best["method"] and reference in set(rows["method"]):
+        ref = _value(frame, source, reference, "speedup")
+        text += f" ({reference}: {_fmt(ref)}×)"
+    if target is not None:
+        text += (f", which meets the target of {target:g}×" if best["speedup"] >= target
+                 else f", short of the target of {target:g}×")
+    return text + "."
+
+
+def overhead_sentence(frame, budget: float = 0.1) -> str:
+    """The range of selection overhead over the adaptive rows, and whether every row meets ``budget``."""
+    rows = frame[(frame["method"] != PLAIN) & ~frame["method"].str.startswith("static")].dropna(subset=["select_share"])
+    if rows.empty:
+        return "No adaptive strategy was measured."
+    lo, hi = rows.loc[rows["select_share"].idxmin()], rows.loc[rows["select_share"].idxmax()]
+    text = (f"Choosing costs between {_fmt(100 * lo['select_share'], '.1f')} % ({lo['method']}, {lo['source']} "
+            f"prompts) and {_fmt(100 * hi['select_share'], '.1f')} % ({hi['method']}, {hi['source']} prompts) of "
+            f"decode time")
+    over = rows[rows["select_share"] > budget]
+    if over.empty:
+        return text + f": every strategy stays within the {100 * budget:g} % target."
+    names = ", ".join(f"{r['method']} on {r['source']}" for _, r in over.iterrows())
+    return text + f": above the {100 * budget:g} % target for {names}."
+
+
+def set_changes(matrix) -> int:
+    """How many times the drafted set changed between consecutive self-drafted steps of a timeline."""
+    columns = [tuple(col) for col in zip(*matrix) if -1 not in col]
+    return sum(a != b for a, b in zip(columns, columns[1:]))
+
+
+def joined_timeline(results, n_layers: int) -> list[list[int]]:
+    """The set timelines of several runs of one strategy, end to end (its state carries from run to run)."""
+    rows = [[] for _ in range(2 * n_layers)]
+    for result in results:
+        for row, part in zip(rows, set_timeline(result, n_layers)[1]):
+            row.extend(part)
+    return rows
+
+
+def most_changes(comparison, n_layers: int) -> tuple[str, str, int, int]:
+    """(source, method, prompt index, set changes) of the adaptive run whose set changed most (first if none did)."""
+    runs = [(set_changes(set_timeline(r, n_layers)[1]), source, method, i)
+            for (source, method), results in comparison.results.items()
+            if method != PLAIN and not method.startswith("static") for i, r in enumerate(results)]
+    changes, source, method, index = max(runs, key=lambda run: run[0])
+    return source, method, index, changes
+
+
+def changes_sentence(method: str, matrix) -> str:
+    columns = [tuple(col) for col in zip(*matrix) if -1 not in col]
+    n, distinct = set_changes(matrix), len(set(columns))
+    if not columns:
+        return f"{method} drafted no step with its own set here."
+    if n == 0:
+        return f"{method} drafted all {len(columns)} self-drafted steps with one set."
+    return (f"{method} changed its set {n} time{'s' if n != 1 else ''} over {len(columns)} self-drafted steps, "
+            f"using {distinct} different sets.")
+
+
+def where_each_wins(frame) -> list[str]:
+    """One sentence per source: which method is fastest there, and by how much it beats the next one."""
+    out = []
+    for source in dict.fromkeys(frame["source"]):
+        rows = frame[(frame["source"] == source) & (frame["method"] != PLAIN)].dropna(subset=["speedup"])
+        rows = rows.sort_values("speedup", ascending=False)
+        if len(rows) < 2:
+            continue
+        first, second = rows.iloc[0], rows.iloc[1]
+        out.append(f"{source} prompts: {first['method']} ({_fmt(first['speedup'])}×) ahead of {second['method']} "
+                   f"({_fmt(second['speedup'])}×).")
+    return out
+
+
+def lever_sentence(frame, source: str, method: str) -> str:
+    """Which cost binds ``method`` on ``source``: per step it drafts d tokens at c each and verifies once at c_v
+    (both in full steps) for A + 1 tokens; the analytic limit is (A + 1) / (d c + c_v)."""
+    row = frame[(frame["source"] == source) & (frame["method"] == method)]
+    if row.empty or math.isnan(float(row["limit"].iloc[0])):
+        return f"{method} has no drafting steps on {source} prompts."
+    r = row.iloc[0]
+    drafting, verifying = r["mean_drafted"] * r["c"], r["c_v"]
+    bigger = (f"drafting ({_fmt(r['mean_drafted'])} tokens × c = {_fmt(r['c'])} = {_fmt(drafting)} full steps) costs "
+              f"more per step than verifying (c_v = {_fmt(verifying)})" if drafting > verifying else
+              f"verifying (c_v = {_fmt(verifying)} full steps) costs more per step than drafting "
+              f"({_fmt(r['mean_drafted'])} tokens × c = {_fmt(r['c'])} = {_fmt(drafting)})")
+    free = (r["mean_accepted"] + 1) / verifying
+    return (f"{method} on {source} prompts emits {_fmt(r['mean_accepted'] + 1)} tokens per step; {bigger}. Its "
+            f"analytic limit is {_fmt(r['limit'])}× (measured {_fmt(r['speedup'])}×); with free drafts it would be "
+            f"{_fmt(free)}×.")
+
+
+class SetExplorer(widgets.VBox):
+    """Pick a strategy and a prompt source (and a prompt): the picture of the sets it drafted with, step by step,
+    and a sentence on how often the set changed. Trace data go to the FigureWidget as plain lists."""
+
+    def __init__(self, comparison, n_layers: int, *, method: str | None = None, source: str | None = None,
+                 prompt: int = 0):
+        self.comparison, self.n_layers = comparison, n_layers
+        keys = [k for k in comparison.results if k[1] != PLAIN]
+        methods, sources = list(dict.fromkeys(m for _, m in keys)), list(dict.fromkeys(s for s, _ in keys))
+        self.method = widgets.Dropdown(options=methods, value=method or methods[0], description="strategy")
+        self.source = widgets.Dropdown(options=sources, value=source or sources[0], description="prompts")
+        n_prompts = len(next(iter(comparison.results.values())))
+        self.prompt = widgets.IntSlider(value=prompt, min=0, max=max(0, n_prompts - 1), description="prompt #")
+        self.note = widgets.HTML()
+        steps, matrix = self._timeline()
+        self.figure = as_widget(set_timeline_figure(steps, matrix, n_layers))
+        for control in (self.method, self.source, self.prompt):
+            control.observe(lambda _: self.refresh(), names="value")
+        super().__init__([widgets.HBox([self.method, self.source, self.prompt]), self.figure, self.note])
+        self.refresh()
+
+    def _timeline(self):
+        result = self.comparison.results[(self.source.value, self.method.value)][self.prompt.value]
+        return set_timeline(result, self.n_layers)
+
+    def refresh(self) -> None:
+        steps, matrix = self._timeline()
+        labels = {-1: "no self-draft", 0: "kept", 1: "skipped"}
+        update_widget(self.figure, {0: {"x": list(steps), "z": [list(row) for row in matrix],
+                                        "customdata": [[labels[v] for v in row] for row in matrix]}},
+                      layout={"title.text": f"{self.method.value} on {self.source.value} prompt "
+                                            f"#{self.prompt.value}: the blocks each step's draft skipped"})
+        self.note.value = changes_sentence(self.method.value, matrix)

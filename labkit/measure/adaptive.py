@@ -1,0 +1,179 @@
+"""Static versus adaptive skip sets, measured side by side on several prompt sources (notebook 07's numbers).
+
+Every method runs on the same prompts, interleaved (for each repetition and prompt, every method once in
+turn), greedy, one strategy object per method and source that carries what it learns from prompt to prompt.
+A row per (source, method): ms per token, speedup over the plain loop of the same run, acceptance
+(accepted/drafted), tokens per step, draft cost c and verify cost c_v (per full step), the analytic limit
+(A + 1) / (d c + c_v), the share of decode time spent choosing sets, and whether the output equals plain
+greedy decoding. Traces are kept, so the sets each strategy drafted with can be drawn step by step.
+"""
+from __future__ import annotations
+
+import statistics
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Callable, Mapping, Sequence
+
+import torch
+from tqdm.auto import tqdm
+
+from ..artifacts.prompts import benchmark_prompts, source_info, source_label
+from ..artifacts.results import skip_set_for, trained_draft_path
+from ..core.decoding import autoregressive_generate, speculative_generate
+from ..core.policies import StaticThreshold
+from ..core.skip import SkipSet
+from .agreement import AgreementProbe
+from .strategies import block_importance, model_name_of, skip_strategy, strategy_cost_model
+
+__all__ = ["reference_sets", "strategy_methods", "Comparison", "compare_strategies", "set_timeline",
+           "agreement_by_source", "PLAIN"]
+
+PLAIN = "plain loop"
+
+
+def reference_sets(model, model_name: str | None = None) -> dict[str, SkipSet]:
+    """The static sets a lab model ships: {"searched set": the search's best, "trained draft path": the fixed path
+    it was trained with (skip-robust models only)}."""
+    name = model_name or model_name_of(model)
+    out = {"searched set": skip_set_for(name, model.config.num_hidden_layers)[0]}
+    out.update(trained_draft_path(name))
+    return out
+
+
+def strategy_methods(model, tokenizer, names: Sequence[str] = ("on-the-fly", "in-context", "knapsack"), *,
+                     start: SkipSet | None = None, options: Mapping | None = None, cost_model=None,
+                     importance=None) -> dict[str, Callable[[], object]]:
+    """{label: factory of a fresh strategy}: a "static: <set>" row per shipped set, then each named strategy
+    starting from ``start`` (default: the trained draft path when the model has one, else the searched set).
+    The knapsack's inputs (cost model, block importance at ``start``) are measured once, here."""
+    refs = reference_sets(model)
+    start = start if start is not None else refs.get("trained draft path", refs["searched set"])
+    options = options or {}
+    if "knapsack" in names:
+        cost_model = cost_model if cost_model is not None else strategy_cost_model(model)
+        importance = importance if importance is not None else block_importance(model, tokenizer, anchor=start)
+    methods = {f"static: {label}": (lambda s=skip: skip_strategy("static", model, skip=s)) for label, skip in refs.items()}
+    for name in names:
+        methods[name] = (lambda n=name: skip_strategy(n, model, skip=start, cost_model=cost_model,
+                                                      importance=importance, **dict(options.get(n, {}))))
+    return methods
+
+
+@dataclass
+class Comparison:
+    """What :func:`compare_strategies` measured: one row per (source, method), and every run's result."""
+
+    frame: object                                     # pandas DataFrame
+    results: dict = field(default_factory=dict)       # (source, method) -> [GenerationResult, ...] (prompt order)
+    strategies: dict = field(default_factory=dict)    # (source, method) -> the strategy object, after the runs
+    prompts: dict = field(default_factory=dict)       # source -> [prompt source names]
+    sources: dict = field(default_factory=dict)       # source label -> source_info (package versions, ...)
+
+
+def _row(source, method, results, plain_ms, plain_results, seconds):
+    ms = statistics.median(1e3 * sum(s) / max(1, sum(r.sequences.shape[1] - r.prompt_length for r in rs))
+                           for s, rs in seconds)
+    row = {"source": source, "method": method, "ms_per_token": ms, "ms_min": min(1e3 * sum(s) / max(1, sum(
+        r.sequences.shape[1] - r.prompt_length for r in rs)) for s, rs in seconds),
+        "speedup": plain_ms / ms if plain_ms else float("nan"), "new_tokens": sum(len(r.new_tokens) for r in results)}
+    traces = [r.trace for r in results if r.trace is not None]
+    if not traces:
+        return row
+    summaries = [t.summary() for t in traces]
+    total = {k: sum(s[k] for s in summaries) for k in ("steps", "drafted", "accepted", "draft_s", "verify_s",
+                                                      "select_s")}
+    steps, drafted, accepted = total["steps"], total["drafted"], total["accepted"]
+    full_s = plain_ms / 1e3
+    c = total["draft_s"] / drafted / full_s if drafted else float("nan")
+    c_v = total["verify_s"] / steps / full_s if steps else float("nan")
+    used = Counter(str(s.skip) for t in traces for s in t.steps if s.skip is not None)
+    row.update({
+        "acceptance": accepted / drafted if drafted else float("nan"),
+        "tokens_per_step": sum(s["emitted"] for s in summaries) / steps if steps else float("nan"),
+        "mean_accepted": accepted / steps if steps else float("nan"),
+        "mean_drafted": drafted / steps if steps else float("nan"),
+        "c": c, "c_v": c_v,
+        "limit": (accepted / steps + 1) / (drafted / steps * c + c_v) if drafted and steps else float("nan"),
+        "select_share": total["select_s"] / (total["draft_s"] + total["verify_s"]),
+        "select_ms_per_token": 1e3 * total["select_s"] / max(1, row["new_tokens"]),
+        "n_sets": len(used), "main_set": used.most_common(1)[0][0] if used else "",
+        "identical": all(torch.equal(a.sequences, b.sequences) for a, b in zip(results, plain_results)),
+    })
+    return row
+
+
+def compare_strategies(model, tokenizer, methods: Mapping[str, Callable[[], object]], *,
+                       sources: Sequence = ("stdlib", "packages"), n_prompts: int = 4, max_new_tokens: int = 64,
+                       repeats: int = 1, lookup: int = 0, policy: Callable[[], object] | None = None, seed: int = 0,
+                       progress: bool = True) -> Comparison:
+    """Plain loop and every method (``{label: factory of a fresh strategy}``) on ``n_prompts`` benchmark prompts
+    of each source, interleaved ``repeats`` times; greedy. ``policy``: factory of the draft policy (default a
+    static threshold 0.5, the lab's fastest measured policy), one per method and source."""
+    policy = policy or (lambda: StaticThreshold(0.5, 12))
+    comparison = Comparison(frame=None)
+    rows = []
+    for source in sources:
+        label = source_label(source)
+        chosen = benchmark_prompts(n_prompts, seed=seed, source=source)
+        comparison.prompts[label], comparison.sources[label] = [p.source for p in chosen], source_info(source)
+        ids = [tokenizer(p.text, return_tensors="pt", add_special_tokens=False)["input_ids"] for p in chosen]
+        strategies = {m: make() for m, make in methods.items()}
+        policies = {m: policy() for m in methods}
+        runs = {PLAIN: lambda x: autoregressive_generate(model, x, max_new_tokens)}
+        for m in methods:
+            runs[m] = (lambda x, m=m: speculative_generate(model, x, skip=strategies[m], policy=policies[m],
+                                                           max_new_tokens=max_new_tokens, lookup=lookup))
+        autoregressive_generate(model, ids[0], 4)                              # warm-up
+        seconds = {m: [([], []) for _ in range(repeats)] for m in runs}
+        bar = tqdm(total=repeats * len(ids) * len(runs), desc=f"{label} prompts", disable=not progress)
+        for rep in range(repeats):
+            for x in ids:
+                for m, run in runs.items():
+                    t0 = time.perf_counter()
+                    out = run(x)
+                    seconds[m][rep][0].append(time.perf_counter() - t0)
+                    seconds[m][rep][1].append(out)
+                    bar.update()
+        bar.close()
+        plain_results = seconds[PLAIN][0][1]
+        plain_ms = statistics.median(1e3 * sum(s) / max(1, sum(len(r.new_tokens) for r in rs))
+                                     for s, rs in seconds[PLAIN])
+        for m in runs:
+            results = seconds[m][-1][1]
+            rows.append(_row(label, m, results, plain_ms, plain_results, seconds[m]))
+            comparison.results[(label, m)] = results
+            if m in strategies:
+                comparison.strategies[(label, m)] = strategies[m]
+    import pandas as pd
+
+    comparison.frame = pd.DataFrame(rows)
+    return comparison
+
+
+def set_timeline(result, n_layers: int) -> tuple[list[int], list[list[int]]]:
+    """(step indices, 2L x steps matrix: 1 where that step's draft skipped the block, 0 kept, -1 no self-draft)
+    for the picture of how a strategy's set changes as it decodes. Rows: attention 0..L-1, then MLP 0..L-1."""
+    steps = result.trace.steps
+    matrix = [[-1] * len(steps) for _ in range(2 * n_layers)]
+    for j, step in enumerate(steps):
+        if isinstance(step.skip, SkipSet) and step.n_drafted:
+            for b, skipped in enumerate(step.skip.to_mask(n_layers)):
+                matrix[b][j] = int(skipped)
+    return list(range(len(steps))), matrix
+
+
+def agreement_by_source(model, tokenizer, sets: Mapping[str, SkipSet], *, sources: Sequence = ("stdlib", "packages"),
+                        n_prompts: int = 4, n_tokens: int = 32, seed: int = 0):
+    """Teacher-forced agreement of each set with the full model on each source's benchmark prompts: a DataFrame
+    (source, set, agreement, n_positions). The skipped model's top-1 against the full model's greedy tokens."""
+    import pandas as pd
+
+    rows = []
+    for source in sources:
+        texts = [p.text for p in benchmark_prompts(n_prompts, seed=seed, source=source)]
+        probe = AgreementProbe.from_prompts(model, tokenizer, texts, n_tokens)
+        for label, skip in sets.items():
+            rows.append({"source": source_label(source), "set": label, "agreement": probe.agreement(skip),
+                         "n_positions": probe.n_positions, "n_skipped": skip.n_skipped})
+    return pd.DataFrame(rows)

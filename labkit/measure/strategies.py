@@ -1,0 +1,116 @@
+"""Making skip strategies for a model: :func:`skip_strategy` (``labkit.skip_strategy``) and what it measures.
+
+A strategy (:mod:`labkit.core.strategies`) only needs numbers: a starting set, a latency model, per-block
+importance. This module finds them for a lab model: the starting set from the committed search results
+(:func:`labkit.artifacts.results.skip_set_for`), block costs from the cost model (:mod:`.costmodel`, loaded
+from ``results/costmodel/<model>.json`` or measured, a few seconds), and importance from teacher-forced
+agreement when one block is skipped (:func:`block_importance`, on held-out stdlib prompts: in-distribution
+text, where the importance is measured once; the knapsack then calibrates its scale on the text at hand).
+"""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from ..artifacts.models import MODELS_DIR, model_key
+from ..artifacts.paths import RESULTS_DIR
+from ..artifacts.prompts import prompts
+from ..artifacts.results import skip_set_for
+from ..core.skip import SkipSet
+from ..core.strategies import (STRATEGY_NAMES, InContextStrategy, KnapsackStrategy, OnTheFlyStrategy, SkipStrategy,
+                               StaticStrategy)
+from .agreement import AgreementProbe
+from .costmodel import CostModel, measure_cost_model, tied_cost_model
+
+__all__ = ["skip_strategy", "STRATEGY_NAMES", "block_importance", "strategy_cost_model", "model_name_of",
+           "make_strategies"]
+
+
+def model_name_of(model) -> str:
+    """The shipped name of a model loaded from data/models (else its folder or hub id)."""
+    path = Path(str(getattr(model, "name_or_path", "") or ""))
+    try:
+        return path.resolve().relative_to(MODELS_DIR.resolve()).parts[0]
+    except (ValueError, IndexError):
+        return str(path)
+
+
+def block_importance(model, tokenizer, *, anchor: SkipSet | None = None, n_prompts: int = 8, n_tokens: int = 32,
+                     seed: int = 0) -> dict:
+    """What each block costs in agreement at the set ``anchor`` z0 (default: nothing skipped), teacher-forced on
+    ``n_prompts`` held-out stdlib prompts (those that choose sets, never the benchmark's): u_b = log α(z0) -
+    log α(z0 + b) for a block z0 keeps, log α(z0 - b) - log α(z0) for one it skips. Returns {"importance": u
+    (2L, attention first), "anchor": z0, "anchor_alpha": α(z0), "n_positions"}. About 5 s for the lab's models."""
+    L = model.config.num_hidden_layers
+    anchor = anchor if anchor is not None else SkipSet()
+    probe = AgreementProbe.from_prompts(model, tokenizer, [p.text for p in prompts(n_prompts, seed=seed)], n_tokens)
+    base_mask = anchor.to_mask(L)
+    log_alpha = lambda skip: math.log(max(probe.agreement(skip), 1e-4))                     # noqa: E731
+    base = log_alpha(anchor)
+    importance = []
+    for b, skipped in enumerate(base_mask):
+        flipped = SkipSet.from_mask([m != (i == b) for i, m in enumerate(base_mask)])
+        importance.append(log_alpha(flipped) - base if skipped else base - log_alpha(flipped))
+    return {"importance": importance, "anchor": anchor, "anchor_alpha": math.exp(base), "n_positions": probe.n_positions}
+
+
+def strategy_cost_model(model, model_name: str | None = None) -> CostModel:
+    """The model's cost model, tied across layers (identical layers cost the same): ``results/costmodel/<model>.json``
+    when there is one (``python -m labkit.costmodel``), else measured now (a few seconds)."""
+    name = model_name or model_name_of(model)
+    path = RESULTS_DIR / "costmodel" / f"{model_key(name)}.json"
+    cost_model = CostModel.load(path) if path.exists() else measure_cost_model(model, model_name=name)
+    if cost_model.n_layers != model.config.num_hidden_layers:
+        cost_model = measure_cost_model(model, model_name=name)
+    return tied_cost_model(cost_model)
+
+
+def _load_tokenizer(model):
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(model.name_or_path)
+
+
+def skip_strategy(name: str, model, *, skip: SkipSet | None = None, model_name: str | None = None, cost_model=None,
+                  importance=None, tokenizer=None, **options) -> SkipStrategy:
+    """A skip strategy for ``model``: ``"static"``, ``"on-the-fly"`` (SWIFT), ``"in-context"`` (CLaSp) or
+    ``"knapsack"`` (KnapSpec); pass it as ``speculative_generate(skip=...)``.
+
+    ``skip``: the static set, and where on-the-fly and in-context start (default: the model's best searched set,
+    :func:`~labkit.artifacts.results.skip_set_for`). Knapsack only: ``cost_model`` (default
+    :func:`strategy_cost_model`) and ``importance`` (a :func:`block_importance` result or a list of 2L values;
+    default measured now, with ``tokenizer`` or the model folder's). ``options`` go to the strategy's class
+    (e.g. ``n_skipped``, ``budget``, ``every``, ``window``).
+    """
+    if name not in STRATEGY_NAMES:
+        raise ValueError(f"strategy must be one of {', '.join(STRATEGY_NAMES)}, got {name!r}")
+    if skip is None:
+        skip, _ = skip_set_for(model_name or model_name_of(model), model.config.num_hidden_layers)
+    elif not isinstance(skip, SkipSet):
+        raise TypeError(f"skip must be a labkit.SkipSet, got {type(skip).__name__}")
+    if name == "static":
+        return StaticStrategy(skip, **options)
+    if name == "on-the-fly":
+        return OnTheFlyStrategy(skip, **options)
+    if name == "in-context":
+        return InContextStrategy(skip, **options)
+    cost_model = cost_model if cost_model is not None else strategy_cost_model(model, model_name)
+    if importance is None:
+        importance = block_importance(model, tokenizer or _load_tokenizer(model), anchor=skip)
+    if isinstance(importance, dict):
+        options = {"anchor": importance["anchor"], "anchor_alpha": importance["anchor_alpha"], **options}
+        importance = importance["importance"]
+    return KnapsackStrategy(cost_model, importance, **options)
+
+
+def make_strategies(model, tokenizer, names=STRATEGY_NAMES, *, skip: SkipSet | None = None, options=None,
+                    cost_model=None, importance=None) -> dict[str, SkipStrategy]:
+    """{name: fresh strategy} for several strategies at once, measuring the knapsack's inputs once.
+    ``options``: {name: options for that strategy}."""
+    options = options or {}
+    if "knapsack" in names:
+        cost_model = cost_model if cost_model is not None else strategy_cost_model(model)
+        importance = importance if importance is not None else block_importance(
+            model, tokenizer, anchor=skip or skip_set_for(model_name_of(model), model.config.num_hidden_layers)[0])
+    return {name: skip_strategy(name, model, skip=skip, cost_model=cost_model, importance=importance,
+                                tokenizer=tokenizer, **dict(options.get(name, {}))) for name in names}

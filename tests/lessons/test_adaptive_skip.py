@@ -1,0 +1,108 @@
+"""Notebook 07's sentences say what the numbers say, and the opposite when the numbers are reversed."""
+import pandas as pd
+
+from labkit.lessons.adaptive_skip import (acceptance_sentence, changes_sentence, lever_sentence, overhead_sentence,
+                                          set_changes, transfer_sentence, where_each_wins, winner_sentence)
+from labkit.measure.adaptive import PLAIN
+
+
+def frame(rows):
+    return pd.DataFrame(rows, columns=["source", "method", "speedup", "acceptance", "select_share"])
+
+
+FRAME = frame([
+    ("stdlib", PLAIN, 1.0, None, None), ("stdlib", "static: searched set", 1.3, 0.92, 0.0),
+    ("stdlib", "knapsack", 1.1, 0.85, 0.04), ("packages", PLAIN, 1.0, None, None),
+    ("packages", "static: searched set", 1.01, 0.73, 0.0), ("packages", "knapsack", 1.25, 0.88, 0.06),
+])
+
+
+def test_transfer_sentence_follows_the_gap():
+    agreement = pd.DataFrame({"source": ["stdlib", "packages"], "set": ["searched set"] * 2, "agreement": [0.9, 0.7]})
+    assert "only 0.70 on packages" in transfer_sentence(agreement, "searched set")
+    reversed_ = agreement.assign(agreement=[0.7, 0.9])
+    assert "agrees better on packages" in transfer_sentence(reversed_, "searched set")
+    assert "about as well" in transfer_sentence(agreement.assign(agreement=[0.8, 0.8]), "searched set")
+
+
+def test_acceptance_sentence_follows_the_direction():
+    assert "falls from 0.92 to 0.73" in acceptance_sentence(FRAME, "static: searched set")
+    swapped = FRAME.assign(source=FRAME["source"].map({"stdlib": "packages", "packages": "stdlib"}))
+    assert "rises from 0.73 to 0.92" in acceptance_sentence(swapped, "static: searched set")
+
+
+def test_winner_sentence_names_the_fastest_and_the_target():
+    text = winner_sentence(FRAME, "packages", target=1.2, reference="static: searched set")
+    assert "fastest is knapsack at 1.25×" in text and "static: searched set: 1.01×" in text and "meets" in text
+    slower = FRAME.assign(speedup=FRAME["speedup"].where(FRAME["method"] != "knapsack", 0.9))
+    text = winner_sentence(slower, "packages", target=1.2, reference="static: searched set")
+    assert "fastest is static: searched set at 1.01×" in text and "short of the target" in text
+
+
+def test_overhead_sentence_checks_the_budget():
+    assert "every strategy stays within the 10 % target" in overhead_sentence(FRAME, 0.1)
+    assert "above the 5 % target for knapsack on packages" in overhead_sentence(FRAME, 0.05)
+
+
+def test_where_each_wins_orders_by_speed():
+    lines = where_each_wins(FRAME)
+    assert lines[0].startswith("stdlib prompts: static: searched set (1.30×) ahead of knapsack")
+    assert lines[1].startswith("packages prompts: knapsack (1.25×) ahead of static")
+
+
+def test_set_changes_counts_switches_between_self_drafts():
+    matrix = [[1, 1, -1, 0, 0], [0, 0, -1, 1, 1]]                 # 2 blocks, 5 steps; step 2 was a lookup
+    assert set_changes(matrix) == 1
+    assert "changed its set 1 time over 4" in changes_sentence("x", matrix)
+    assert "one set" in changes_sentence("x", [[1, 1, 1], [0, 0, 0]])
+    assert "no step" in changes_sentence("x", [[-1, -1]])
+
+
+def test_lever_sentence_names_the_bigger_cost():
+    row = {"source": "packages", "method": "knapsack", "mean_drafted": 4.0, "c": 0.5, "c_v": 1.2, "mean_accepted": 3.0,
+           "limit": 4.0 / 3.2, "speedup": 1.2}
+    text = lever_sentence(pd.DataFrame([row]), "packages", "knapsack")
+    assert "drafting (4.00 tokens × c = 0.50 = 2.00 full steps) costs more" in text and "free drafts it would be 3.33×" in text
+    text = lever_sentence(pd.DataFrame([{**row, "mean_drafted": 1.0}]), "packages", "knapsack")
+    assert "verifying (c_v = 1.20 full steps) costs more" in text
+
+
+def test_most_changes_and_joined_timelines():
+    from types import SimpleNamespace
+
+    from labkit.core.skip import SkipSet
+    from labkit.lessons.adaptive_skip import joined_timeline, most_changes
+
+    def run(*sets):
+        steps = [SimpleNamespace(skip=s, n_drafted=1) for s in sets]
+        return SimpleNamespace(trace=SimpleNamespace(steps=steps))
+
+    a, b = SkipSet(attention=[0]), SkipSet(mlp=[1])
+    comparison = SimpleNamespace(results={("stdlib", "static: x"): [run(a, b, a, b)], ("stdlib", "knapsack"): [run(a, a)],
+                                          ("packages", "knapsack"): [run(a, a), run(a, b, a)]})
+    assert most_changes(comparison, 2) == ("packages", "knapsack", 1, 2)       # static rows are not candidates
+    assert joined_timeline(comparison.results[("packages", "knapsack")], 2)[0] == [1, 1, 1, 0, 1]
+
+
+def test_set_explorer_controls_change_the_picture():
+    from types import SimpleNamespace
+
+    from labkit.core.skip import SkipSet
+    from labkit.lessons.adaptive_skip import SetExplorer
+
+    def run(*sets):
+        return SimpleNamespace(trace=SimpleNamespace(steps=[SimpleNamespace(skip=s, n_drafted=1) for s in sets]))
+
+    a, b = SkipSet(attention=[0]), SkipSet(mlp=[1])
+    comparison = SimpleNamespace(results={("stdlib", PLAIN): [run(None), run(None)],
+                                          ("stdlib", "knapsack"): [run(a, a), run(a, b, a)],
+                                          ("stdlib", "in-context"): [run(b, b, b), run(b)]})
+    explorer = SetExplorer(comparison, 2, method="knapsack", prompt=1)
+    heat = explorer.figure.data[0]
+    assert [list(r) for r in heat.z][0] == [1, 0, 1] and "changed its set 2 times" in explorer.note.value
+    assert isinstance(heat.z[0], (list, tuple)) and isinstance(list(heat.x), list)
+    explorer.method.value = "in-context"
+    assert [list(r) for r in explorer.figure.data[0].z] == [[0], [0], [0], [1]]     # prompt 1: MLP 1 skipped
+    explorer.prompt.value = 0
+    assert [list(r) for r in explorer.figure.data[0].z][3] == [1, 1, 1] and "one set" in explorer.note.value
+    assert "in-context on stdlib prompt #0" in explorer.figure.layout.title.text
