@@ -4,13 +4,16 @@ from .architectures import SUPPORTED_ARCHITECTURES, check_supported
 from .cache import crop_to, new_cache
 from .decoding import GenerationResult, autoregressive_generate, speculative_generate
 from .drafters import Draft, Drafter, LookupDrafter, ModelDrafter, SelfDrafter, ngram_lookup
+from .early_exit import EarlyExitDrafter
 from .forward import forward_tokens
+from .gate import TargetConfidenceGate
 from .policies import AdaptiveThreshold, DraftPolicy, FixedK, StaticThreshold
 from .sampling import Warp
 from .skip import SkipSet, format_skip_set, parse_skip_set, skipping
 from .trace import StepRecord, Trace
 
 __all__ = [
+    "EarlyExitDrafter", "TargetConfidenceGate",
     "AdaptiveThreshold", "Draft", "DraftPolicy", "Drafter", "FixedK", "GenerationResult", "LookupDrafter",
     "ModelDrafter", "SUPPORTED_ARCHITECTURES", "SelfDrafter", "SkipSet", "StaticThreshold", "StepRecord", "Trace",
     "Warp", "autoregressive_generate", "check_supported", "crop_to", "format_skip_set", "forward_tokens",

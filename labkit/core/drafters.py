@@ -176,6 +176,12 @@ class LookupDrafter(Drafter):
     def needs_hidden_states(self) -> bool:                      # type: ignore[override]
         return self.fallback is not None and self.fallback.needs_hidden_states
 
+    def verify_forward(self, state: DecodingState, draft: Draft):
+        """A copied draft gets a plain full forward; the fallback's own draft, the fallback's verify."""
+        if draft.source != "lookup" and self.fallback is not None:
+            return self.fallback.verify_forward(state, draft)
+        return super().verify_forward(state, draft)
+
     def commit(self, state: DecodingState, start: int, verdict: Verdict) -> None:
         if self.fallback is not None:
             self.fallback.commit(state, start, verdict)
