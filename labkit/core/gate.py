@@ -24,8 +24,9 @@ class TargetConfidenceGate(DraftPolicy):
     drafts nothing. ``TargetConfidenceGate(AdaptiveThreshold(), 0.5)``.
 
     ``threshold`` and ``keep_drafting``/``update`` are the wrapped policy's (the draft-exit rule is
-    unchanged). The gate starts open (the first step of a generation drafts) and its last decision carries
-    into the next ``speculative_generate`` call like any policy state; ``reset()`` reopens it.
+    unchanged). The gate opens at the start of every generation (``begin``: the first step drafts, nothing
+    is known about the new text yet); the wrapped policy's learned state carries across generations as
+    usual. ``reset()`` also forgets the counts in ``state()``.
     """
 
     def __init__(self, policy: DraftPolicy, min_confidence: float = 0.5):
@@ -42,6 +43,10 @@ class TargetConfidenceGate(DraftPolicy):
     def reset(self) -> None:
         self.policy.reset()
         self.reset_gate()
+
+    def begin(self) -> None:
+        self.policy.begin()
+        self.open, self.last_confidence = True, float("nan")
 
     # -- the policy interface --------------------------------------------------------------------
     @property

@@ -84,3 +84,17 @@ def test_a_closed_gate_on_every_step_is_plain_decoding():
     first, *rest = out.trace.steps
     assert first.n_drafted >= 1                                          # only the first step (gate open) drafts
     assert [s.n_drafted for s in rest] == [0] * (12 - first.n_emitted)   # then one plain step per token
+
+
+def test_the_gate_reopens_at_every_generation_but_the_inner_policy_keeps_learning():
+    model = tiny_model("llama", n_layers=4, vocab_size=VOCAB)
+    ids = torch.randint(0, VOCAB, (1, 5), generator=torch.Generator().manual_seed(1))
+    inner = AdaptiveThreshold(initial_threshold=0.0)
+    gate = TargetConfidenceGate(inner, 1.0)                       # closes after every step
+    first = speculative_generate(model, ids, skip=SkipSet(mlp=[3]), policy=gate, max_new_tokens=6)
+    assert not gate.open and inner.n_updates >= 1
+    updates = inner.n_updates
+    second = speculative_generate(model, ids, skip=SkipSet(mlp=[3]), policy=gate, max_new_tokens=6)
+    assert second.trace.steps[0].n_drafted >= 1                   # reopened for the new text
+    assert inner.n_updates > updates                               # the adaptive state was not reset
+    assert torch.equal(first.sequences, second.sequences)
