@@ -24,6 +24,7 @@ from ..viz.style import PALETTE
 
 __all__ = ["FAMILY_METHODS", "LAB_CHAPTERS", "OUTSIDE_FUNCTIONS", "package_function_prompts", "combo_exit_layer",
            "fastest_sentence", "early_exit_vs_skip_sentence", "gate_sentences", "memory_sentence", "lookup_sentence",
+           "saturation_sentence", "roc_sentence", "profile_sentences",
            "which_one_when", "ExitLayerExplorer", "GateExplorer"]
 
 # ---------------------------------------------------------------------------------------------------------
@@ -222,6 +223,55 @@ def which_one_when(table: pd.DataFrame, sweep: pd.DataFrame | None, *, n_layers:
            memory_sentence(table, target_parameters)]
     if sweep is not None:
         out.extend(gate_sentences(sweep))
+    return out
+
+
+def saturation_sentence(sats: dict[str, Saturation], layer: int) -> str:
+    """How many tokens each model already gets right after ``layer`` of its layers, the earliest first."""
+    parts = sorted(((float(sat.fraction_saturated()[sat.layer_stage(layer)]), name, sat.n_layers)
+                    for name, sat in sats.items()), reverse=True)
+    text = "; ".join(f"{name}: {frac:.0%}" for frac, name, _ in parts)
+    head = (f"After {layer} of {parts[0][2]} layers the logit lens already gives the final token for {text}")
+    if len(parts) > 1:
+        gap = parts[0][0] - parts[-1][0]
+        head += (f": {parts[0][1]}'s first {layer} layers are already right for {100 * gap:.0f} percentage points more "
+                 f"tokens than {parts[-1][1]}'s" if gap > 0.02 else ", about the same")
+    return head + "."
+
+
+def roc_sentence(rocs: dict[str, dict[str, dict]]) -> list[str]:
+    """Per model: CALM's signals ranked by AUC, and whether the best is better than a coin flip."""
+    out = []
+    for name, signals in rocs.items():
+        ranked = sorted(signals.items(), key=lambda kv: kv[1]["auc"], reverse=True)
+        best, worst = ranked[0], ranked[-1]
+        a = worst[1]["auc"]
+        coin = "worse than a coin flip (0.5)" if a < 0.45 else "close to a coin flip (0.5)" if a < 0.55 else "better than a coin flip"
+        out.append(f"{name}: the {best[0]} predicts best (AUC {best[1]['auc']:.2f}), the {worst[0]} worst "
+                   f"(AUC {worst[1]['auc']:.2f}, {coin}).")
+    return out
+
+
+def profile_sentences(profiles: dict[str, dict], ours: str = "labkit", theirs: str = "transformers") -> list[str]:
+    """Why the two early-exit implementations differ, from their profiles (see labkit.measure.early_exit)."""
+    a, b = profiles[ours], profiles[theirs]
+    same = a["steps"] == b["steps"] and abs(a["acceptance"] - b["acceptance"]) < 1e-9
+    out = [("Both drafted the same tokens (same number of steps, same acceptance "
+            f"{_pct(a['acceptance'])}), so every difference below is cost, not luck." if same else
+            f"Their drafts differ ({a['steps']} vs {b['steps']} steps, acceptance {_pct(a['acceptance'])} vs "
+            f"{_pct(b['acceptance'])}), so part of the difference is the drafts themselves.")]
+    ratio = b["first_layer_tokens"] / a["first_layer_tokens"] if a["first_layer_tokens"] else float("nan")
+    out.append(f"The first layer read {b['first_layer_tokens']} tokens in {theirs} and {a['first_layer_tokens']} in "
+               f"{ours} ({ratio:.1f}x): {theirs} runs the early layers again in its verify forward (and prefills the "
+               f"prompt a second time for its draft cache), {ours} keeps what the draft computed.")
+    verify_a = a["late_ms_per_token"] + a["full_ms_per_token"]
+    verify_b = b["full_ms_per_token"]
+    out.append(f"Model calls that verify (and prefill) cost {verify_b:.2f} ms per token in {theirs} against "
+               f"{verify_a:.2f} in {ours}; outside model calls (the decoding loop) {b['outside_ms_per_token']:.2f} "
+               f"against {a['outside_ms_per_token']:.2f} ms per token.")
+    faster = theirs if b["ms_per_token"] < a["ms_per_token"] else ours
+    out.append(f"In all, {b['ms_per_token']:.2f} ms per token in {theirs} and {a['ms_per_token']:.2f} in {ours}: "
+               f"{faster} is faster on this run.")
     return out
 
 

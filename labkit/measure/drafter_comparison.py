@@ -78,7 +78,7 @@ def standard_drafters(model, skip: SkipSet, *, exit_layers=(), draft_model=None,
         specs.append(DrafterSpec("separate model", "separate model", lambda: ModelDrafter(model, draft_model),
                                  make_policy, **extra))
     specs.append(DrafterSpec("prompt lookup", "prompt lookup", lambda: LookupDrafter(lookup), make_policy))
-    specs.append(DrafterSpec("lookup + layer skip", "combination",
+    specs.append(DrafterSpec("lookup + layer skip (searched)", "combination",
                              lambda: LookupDrafter(lookup, SelfDrafter(model, skip)), make_policy))
     if combo_exit_layer is not None:
         specs.append(DrafterSpec(f"lookup + early exit E={combo_exit_layer}", "combination",
@@ -90,22 +90,23 @@ def standard_drafters(model, skip: SkipSet, *, exit_layers=(), draft_model=None,
     return specs
 
 
-def interleaved_runs(runs: dict[str, Callable[[torch.Tensor], GenerationResult]], prompt_ids: list[torch.Tensor],
-                     repeats: int, desc: str = "runs", progress: bool = True) -> dict[str, list[list[GenerationResult]]]:
-    """results[label][repeat] = one GenerationResult per prompt; every label runs once per (repeat, prompt)
-    before the next prompt (A B C A B C ...), after one warm-up run each on the first prompt."""
+def interleaved_runs(runs: dict[str, Callable[[torch.Tensor, int], GenerationResult]], prompt_ids: list[torch.Tensor],
+                     repeats: int, max_new_tokens: int, desc: str = "runs",
+                     progress: bool = True) -> dict[str, list[list[GenerationResult]]]:
+    """results[label][repeat] = one GenerationResult per prompt, ``runs[label](ids, max_new_tokens)``; every
+    label runs once per (repeat, prompt) before the next prompt (A B C A B C ...), after a short warm-up run each."""
     if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
         raise ValueError(f"repeats must be an integer >= 1, got {repeats!r}")
     if not prompt_ids:
         raise ValueError("no prompts given")
     for fn in runs.values():                                     # warm-up (first-call costs), not recorded
-        fn(prompt_ids[0][:, :8])
+        fn(prompt_ids[0], 4)
     results = {label: [[] for _ in range(repeats)] for label in runs}
     bar = tqdm(total=repeats * len(prompt_ids) * len(runs), desc=desc, disable=not progress)
     for rep in range(repeats):
         for ids in prompt_ids:
             for label, fn in runs.items():
-                results[label][rep].append(fn(ids))
+                results[label][rep].append(fn(ids, max_new_tokens))
                 bar.update()
     bar.close()
     return results
@@ -137,11 +138,11 @@ def compare_drafters(model, tokenizer, prompt_texts: list[str], specs: list[Draf
         raise ValueError(f"spec names must be distinct and not 'plain': {names}")
     prompt_ids = [tokenizer(t, return_tensors="pt")["input_ids"] for t in prompt_texts]
     policies = {s.name: s.make_policy() for s in specs}
-    runs = {"plain": lambda ids: autoregressive_generate(model, ids, max_new_tokens)}
+    runs = {"plain": lambda ids, n: autoregressive_generate(model, ids, n)}
     for s in specs:
-        runs[s.name] = lambda ids, s=s: speculative_generate(model, ids, drafter=s.make_drafter(),
-                                                             policy=policies[s.name], max_new_tokens=max_new_tokens)
-    results = interleaved_runs(runs, prompt_ids, repeats, desc="drafters", progress=progress)
+        runs[s.name] = lambda ids, n, s=s: speculative_generate(model, ids, drafter=s.make_drafter(),
+                                                                policy=policies[s.name], max_new_tokens=n)
+    results = interleaved_runs(runs, prompt_ids, repeats, max_new_tokens, desc="drafters", progress=progress)
     plain = run_summary(results["plain"])
     rows = [{"drafter": "plain", "family": "plain", "speedup": 1.0, "tokens_per_step": 1.0, "identical": True,
              "extra_parameters": 0, "extra_kv_per_token": 0, "gate": None, "exit_layer": None, **plain}]

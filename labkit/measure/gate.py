@@ -49,16 +49,17 @@ def gate_sweep(model, tokenizer, prompt_sets: dict[str, list[str]], make_drafter
     rows, signals = [], []
     for set_name, texts in prompt_sets.items():
         prompt_ids = [tokenizer(t, return_tensors="pt")["input_ids"] for t in texts]
-        runs = {"plain": lambda ids: autoregressive_generate(model, ids, max_new_tokens)}
+        runs = {"plain": lambda ids, n: autoregressive_generate(model, ids, n)}
         configs = {}
         for pname, make_policy in policies.items():
             for t in (None, *thresholds):
                 label = _policy_label(pname, t)
                 configs[label] = (pname, t)
                 policy = make_policy() if t is None else TargetConfidenceGate(make_policy(), t)
-                runs[label] = lambda ids, p=policy: speculative_generate(model, ids, drafter=make_drafter(), policy=p,
-                                                                         max_new_tokens=max_new_tokens)
-        results = interleaved_runs(runs, prompt_ids, repeats, desc=f"gate sweep: {set_name}", progress=progress)
+                runs[label] = lambda ids, n, p=policy: speculative_generate(model, ids, drafter=make_drafter(),
+                                                                            policy=p, max_new_tokens=n)
+        results = interleaved_runs(runs, prompt_ids, repeats, max_new_tokens, desc=f"gate sweep: {set_name}",
+                                   progress=progress)
         plain = run_summary(results["plain"])
         for label, (pname, t) in configs.items():
             s = run_summary(results[label])
