@@ -16,9 +16,9 @@ a drafter of its own is the verify (LayerSkip, Elhoushi et al. 2024, Sec. 4.2 "c
   would append there (up to float rounding: one token at a time, like plain decoding), and so are the
   hidden states h_E those layers output. Cache layers E..L-1 saw nothing while drafting (those layers
   were skipped), so they still end at position P - 2, as the verify forward needs.
-- **Verify = finish the forward.** Layers 0..E-1 run once more, on d_γ only (the one token the draft never
-  fed back); layers E..L-1 run on h_E of [t_0, d_1..d_γ] in one batch; the final norm and LM head give p
-  at all γ + 1 positions. A plain verify would run layers 0..E-1 on all γ + 1 tokens again. Cost of a step:
+- **Verify = finish the forward.** In one forward, layers 0..E-1 run on d_γ only (the one token the draft
+  never fed back); layers E..L-1 run on h_E of [t_0, d_1..d_γ] in one batch; the final norm and LM head give
+  p at all γ + 1 positions. A plain verify would run layers 0..E-1 on all γ + 1 tokens again. Cost of a step:
   γ·(E/L + head) drafting + (1·E/L + (γ+1)·(L-E)/L + head) verifying instead of (γ+1)·1.
 - **What is then valid.** After the verdict the decoder keeps the accepted prefix in every cache layer
   (:func:`~labkit.core.verify.accept` crops all layers to the same length); the rejected tokens' entries are
@@ -26,8 +26,9 @@ a drafter of its own is the verify (LayerSkip, Elhoushi et al. 2024, Sec. 4.2 "c
 
 How, with transformers' layer API and no forked modeling code: the late layers are swapped for identities
 while drafting (:func:`~labkit.core.skip.skipping`); a forward hook on layer E-1 keeps h_E; the verify
-forward swaps layer 0 for a stand-in that returns the kept h_E (layers 1..E-1 for identities), so the
-model's own late layers, final norm, LM head (and Gemma2's logit soft-capping) run unchanged. Its
+forward swaps layer 0 for a stand-in that runs the original layers 0..E-1 on d_γ alone and returns the kept
+h_E with it (layers 1..E-1 become identities), so the model's own late layers, final norm, LM head (and
+Gemma2's logit soft-capping) run unchanged. Its
 attention masks are built by transformers' mask functions sized against a *late* cache layer
 (``layer_idx=``): the early layers already hold the draft, so the default (sizing against layer 0)
 would be γ + 1 positions off.
@@ -76,15 +77,24 @@ def _keeping_output(layer: nn.Module, kept: list) -> Iterator[None]:
         handle.remove()
 
 
-class _Injected(nn.Module):
-    """Stands in for decoder layer 0 in the verify forward: returns the kept h_E, ignores its input."""
+class _FinishEarly(nn.Module):
+    """Stands in for decoder layer 0 in the verify forward. Of the T tokens it is given, the first T - 1 went
+    through layers 0..E-1 while drafting (their outputs are ``kept``); it runs those layers on the last token
+    only (one query token attends to everything cached: no mask), appending its keys/values to their cache
+    layers, and returns layer E's input for all T."""
 
-    def __init__(self, hidden: torch.Tensor):
+    def __init__(self, early_layers: list[nn.Module], kept: torch.Tensor):
         super().__init__()
-        self.hidden = hidden
+        self.early_layers, self.kept = early_layers, kept             # (a plain list: not registered as children)
 
-    def forward(self, hidden_states: torch.Tensor, *args, **kwargs) -> torch.Tensor:
-        return self.hidden
+    def forward(self, hidden_states: torch.Tensor, *args, attention_mask=None, position_ids=None,
+                position_embeddings=None, **kwargs) -> torch.Tensor:
+        h = hidden_states[:, -1:]                                         # (1, 1, H): the last token's embedding
+        cos, sin = position_embeddings
+        for layer in self.early_layers:
+            h = layer(h, attention_mask=None, position_ids=position_ids[:, -1:],
+                      position_embeddings=(cos[:, -1:], sin[:, -1:]), **kwargs)
+        return torch.cat([self.kept, h], dim=1)                           # (1, T, H)
 
 
 class _Identity(nn.Module):
@@ -93,12 +103,12 @@ class _Identity(nn.Module):
 
 
 @contextlib.contextmanager
-def _starting_at(model, exit_layer: int, hidden: torch.Tensor) -> Iterator[None]:
-    """Run ``model`` from layer ``exit_layer`` on, with ``hidden`` (1, T, H) as that layer's input."""
+def _finishing(model, exit_layer: int, kept: torch.Tensor) -> Iterator[None]:
+    """Run ``model`` with layers 0..exit_layer-1 replaced by :class:`_FinishEarly` (then identities)."""
     layers = decoder_layers(model)
     saved = [layers._modules[str(i)] for i in range(exit_layer)]
     try:
-        layers._modules["0"] = _Injected(hidden)
+        layers._modules["0"] = _FinishEarly(saved, kept)
         for i in range(1, exit_layer):
             layers._modules[str(i)] = _Identity()
         yield
@@ -126,13 +136,15 @@ def _late_masks(model, exit_layer: int, cache, hidden: torch.Tensor, positions: 
     return masks
 
 
-def late_forward(model, exit_layer: int, tokens: list[int], start: int, cache, hidden: torch.Tensor) -> torch.Tensor:
+def late_forward(model, exit_layer: int, tokens: list[int], start: int, cache, kept: torch.Tensor) -> torch.Tensor:
     """Logits (T, V) of the full model at ``tokens`` (positions start..), given layer ``exit_layer``'s input
-    ``hidden`` (1, T, H) for them: only layers exit_layer..L-1, the final norm and the LM head run."""
+    ``kept`` (1, T-1, H) for all but the last token: one forward in which layers 0..exit_layer-1 run on the last
+    token only and layers exit_layer..L-1, the final norm and the LM head on all T."""
     ids = torch.tensor([tokens])                                              # (1, T)
     positions = torch.arange(start, start + len(tokens))[None]               # (1, T)
+    hidden = kept.new_empty((1, len(tokens), kept.shape[-1]))                 # shape/dtype only, for the masks
     masks = _late_masks(model, exit_layer, cache, hidden, positions)
-    with _starting_at(model, exit_layer, hidden):
+    with _finishing(model, exit_layer, kept):
         out = model(input_ids=ids, position_ids=positions, past_key_values=cache, use_cache=True,
                     attention_mask=masks)
     return out.logits[0]
@@ -160,28 +172,15 @@ class EarlyExitDrafter(Drafter):
         self._draft, self._hidden = draft, kept                 # one (1, 1, H) per forward: γ of them
         return draft
 
-    def _exit_state(self, token: int, position: int, cache) -> torch.Tensor:
-        """h_E (1, 1, H) of one token: layers 0..E-1 only (appending its keys/values to those cache layers)."""
-        kept: list[torch.Tensor] = []
-        extra = {}
-        if getattr(self.model.config, "layer_types", None):              # one query token: no mask needed
-            extra["attention_mask"] = dict.fromkeys(set(self.model.config.layer_types))
-        with skipping(self.model, self.skip), _keeping_output(self._exit_layer_module, kept):
-            self.model.model(input_ids=torch.tensor([[token]]), position_ids=torch.tensor([[position]]),
-                             past_key_values=cache, use_cache=True, **extra)
-        return kept[-1]
-
     def verify_forward(self, state: DecodingState, draft: Draft):
         """p at [t_0, d_1..d_γ] from the early layers' kept work + layers E..L-1 (a plain full forward for a
         draft this drafter did not make, e.g. a prompt-lookup copy, or an empty one)."""
         mine, self._draft = draft is self._draft and len(draft) > 0, None
         if not mine:
             return target_forward(state, draft.tokens, hidden_states=self.needs_hidden_states)
-        start = state.position - 1                                            # t_0's position
         if len(self._hidden) != len(draft):
             raise RuntimeError(f"early-exit draft kept {len(self._hidden)} hidden states for {len(draft)} tokens")
-        last = self._exit_state(draft.tokens[-1], start + len(draft), state.cache)
-        hidden = torch.cat(self._hidden + [last], dim=1)                      # (1, γ+1, H)
+        kept = torch.cat(self._hidden, dim=1)                                # (1, γ, H): h_E of t_0, d_1..d_{γ-1}
         self._hidden = []
         tokens = [state.tokens[-1]] + draft.tokens
-        return late_forward(self.model, self.exit_layer, tokens, start, state.cache, hidden), None
+        return late_forward(self.model, self.exit_layer, tokens, state.position - 1, state.cache, kept), None

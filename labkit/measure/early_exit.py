@@ -3,12 +3,13 @@ against transformers' ``generate(assistant_early_exit=E)``, instrumented the sam
 
 Notation (as everywhere in labkit): p target, q draft, γ max draft, d drafted per step.
 
-Every call of the model's base (``model.model``) is timed and classified by which decoder layers it ran
-(forward hooks on the first and the last decoder layer, on the instance only, removed afterwards):
+Every call of the model's base (``model.model``) is timed and classified by how many tokens its first and
+its last decoder layer read (forward hooks on the instance only, removed afterwards):
 
-- ``full``: layers 0..L-1 (a plain step, a prefill, a plain verify: transformers' verify of a draft);
+- ``full``: every layer on every token (a plain step, a prefill, a plain verify: transformers' verify of a draft);
 - ``early``: layers 0..E-1 only (drafting; transformers' assistant also prefills the prompt this way);
-- ``late``: layers E..L-1 only (labkit's verify, which reuses the draft's early layers).
+- ``late``: the late layers on every token, the early ones on fewer (labkit's verify, which reuses the draft's
+  early layers and runs them on the one token the draft never fed back).
 
 The sums say how many tokens each layer group processed (with cache sharing the first layer reads each
 drafted token once; without it, twice) and how much wall time lies outside model calls (the decoding
@@ -32,7 +33,7 @@ __all__ = ["CallProfile", "profiling_calls", "hf_early_exit_profile", "labkit_ea
 
 @dataclass
 class CallProfile:
-    calls: list[tuple[str, int, float]] = field(default_factory=list)    # (kind, tokens, seconds) per base call
+    calls: list[tuple[str, int, int, float]] = field(default_factory=list)   # (kind, first-layer tokens, last-layer tokens, s)
     total_s: float = 0.0
     new_tokens: int = 0
     drafted: int = 0
@@ -40,47 +41,54 @@ class CallProfile:
     steps: int = 0
 
     def summary(self) -> dict:
-        out = {"ms_per_token": 1e3 * self.total_s / self.new_tokens if self.new_tokens else float("nan"),
-               "new_tokens": self.new_tokens, "steps": self.steps,
+        n = self.new_tokens
+        out = {"ms_per_token": 1e3 * self.total_s / n if n else float("nan"), "new_tokens": n, "steps": self.steps,
                "acceptance": self.accepted / self.drafted if self.drafted else float("nan"),
-               "tokens_per_step": self.new_tokens / self.steps if self.steps else float("nan")}
+               "tokens_per_step": n / self.steps if self.steps else float("nan")}
         in_calls = 0.0
         for kind in ("full", "early", "late"):
             mine = [c for c in self.calls if c[0] == kind]
-            seconds = sum(c[2] for c in mine)
+            seconds = sum(c[3] for c in mine)
             in_calls += seconds
             out[f"{kind}_calls"] = len(mine)
-            out[f"{kind}_tokens"] = sum(c[1] for c in mine)
-            out[f"{kind}_ms_per_token"] = 1e3 * seconds / self.new_tokens if self.new_tokens else float("nan")
-        out["outside_ms_per_token"] = 1e3 * (self.total_s - in_calls) / self.new_tokens if self.new_tokens else float("nan")
-        out["first_layer_tokens"] = out["full_tokens"] + out["early_tokens"]
-        out["last_layer_tokens"] = out["full_tokens"] + out["late_tokens"]
+            out[f"{kind}_ms_per_token"] = 1e3 * seconds / n if n else float("nan")
+        out["outside_ms_per_token"] = 1e3 * (self.total_s - in_calls) / n if n else float("nan")
+        out["first_layer_tokens"] = sum(c[1] for c in self.calls)
+        out["last_layer_tokens"] = sum(c[2] for c in self.calls)
         return out
+
+
+def _kind(first: int, last: int) -> str:
+    if last == 0:
+        return "early" if first else "none"
+    return "full" if first == last else "late"            # late: the early layers read fewer tokens (or none)
 
 
 @contextlib.contextmanager
 def profiling_calls(model, profile: CallProfile):
-    """Time and classify every call of ``model.model`` (the decoder stack + final norm) while inside."""
+    """Time every call of ``model.model`` (the decoder stack + final norm) while inside, with the tokens its first
+    and its last decoder layer read."""
     layers, base = decoder_layers(model), model.model
-    ran = {"first": False, "last": False}
+    read = {"first": 0, "last": 0}
     started = []
 
-    def before(module, args, kwargs):
-        ran.update(first=False, last=False)
+    def before(module, args):
+        read.update(first=0, last=0)
         started.append(time.perf_counter())
 
-    def after(module, args, kwargs, output):
+    def after(module, args, output):
         seconds = time.perf_counter() - started.pop()
-        ids = kwargs.get("input_ids", args[0] if args else None)
-        if ids is None:
-            ids = kwargs["inputs_embeds"]
-        kind = {(True, True): "full", (True, False): "early", (False, True): "late"}.get((ran["first"], ran["last"]))
-        profile.calls.append((kind or "none", int(ids.shape[1]), seconds))
+        profile.calls.append((_kind(read["first"], read["last"]), read["first"], read["last"], seconds))
 
-    handles = [base.register_forward_pre_hook(before, with_kwargs=True),
-               base.register_forward_hook(after, with_kwargs=True),
-               layers[0].register_forward_hook(lambda *a: ran.__setitem__("first", True)),
-               layers[-1].register_forward_hook(lambda *a: ran.__setitem__("last", True))]
+    def counter(key):
+        def hook(module, args, kwargs, output):
+            hidden = args[0] if args else kwargs["hidden_states"]
+            read[key] += int(hidden.shape[1])
+        return hook
+
+    handles = [base.register_forward_pre_hook(before), base.register_forward_hook(after),
+               layers[0].register_forward_hook(counter("first"), with_kwargs=True),
+               layers[-1].register_forward_hook(counter("last"), with_kwargs=True)]
     try:
         yield profile
     finally:
@@ -103,7 +111,7 @@ def hf_early_exit_profile(model, input_ids: torch.Tensor, exit_layer: int, max_n
     verifies = [c for c in profile.calls if c[0] == "full"]
     profile.steps = len(verifies)
     # the first verify reads the prompt too; later ones read [last token, candidates]
-    profile.drafted = sum(t - 1 for _, t, _ in verifies[1:]) + (verifies[0][1] - input_ids.shape[1] if verifies else 0)
+    profile.drafted = sum(c[2] - 1 for c in verifies[1:]) + (verifies[0][2] - input_ids.shape[1] if verifies else 0)
     profile.accepted = profile.new_tokens - profile.steps
     return profile
 
