@@ -25,7 +25,7 @@ from ..viz.style import PALETTE
 __all__ = ["FAMILY_METHODS", "LAB_CHAPTERS", "OUTSIDE_FUNCTIONS", "package_function_prompts", "combo_exit_layer",
            "fastest_sentence", "early_exit_vs_skip_sentence", "gate_sentences", "memory_sentence", "lookup_sentence",
            "saturation_sentence", "roc_sentence", "profile_sentences",
-           "which_one_when", "ExitLayerExplorer", "GateExplorer"]
+           "gate_table_sentence", "which_one_when", "ExitLayerExplorer", "GateExplorer"]
 
 # ---------------------------------------------------------------------------------------------------------
 # the survey's map of the family, and the lab's chapters on it
@@ -216,11 +216,41 @@ def lookup_sentence(table: pd.DataFrame) -> str:
             f"{partner_speed:.2f}x), so the combination {how}.")
 
 
+def gate_table_sentence(table: pd.DataFrame, tol: float = 0.03) -> str:
+    """Which drafters the gate sped up in the side-by-side table (gated row vs the same drafter ungated), and
+    whether those are the ones whose drafts were accepted least."""
+    rows = _rows(table)
+    plain_rows = rows[rows["gate"].isna()].set_index("drafter")
+    pairs = []
+    for _, g in rows[rows["gate"].notna()].iterrows():
+        base = g["drafter"].rsplit(" + gate ", 1)[0]
+        if base in plain_rows.index:
+            b = plain_rows.loc[base]
+            pairs.append((base, _compare(g["speedup"], b["speedup"], tol), float(b["acceptance"])))
+    if not pairs:
+        return "No drafter was measured both with and without the gate."
+    helped = [p for p in pairs if p[1] > 0]
+    others = [p for p in pairs if p[1] <= 0]
+    gate = rows["gate"].dropna().iloc[0]
+    head = f"In the side-by-side table the gate ({gate:g}) speeds up {len(helped)} of {len(pairs)} drafters"
+    if not helped:
+        return head + "."
+    names = ", ".join(p[0] for p in helped)
+    if not others:
+        return f"{head}: all of them ({names})."
+    acc_h, acc_o = float(np.median([p[2] for p in helped])), float(np.median([p[2] for p in others]))
+    which = ("the ones whose drafts were accepted least" if acc_h < acc_o - 0.02 else
+             "not the ones whose drafts were accepted least" if acc_h > acc_o + 0.02 else
+             "with no clear link to how often their drafts were accepted")
+    return (f"{head} ({names}): {which} (median ungated acceptance {_pct(acc_h)} against {_pct(acc_o)} for the "
+            f"drafters it did not speed up).")
+
+
 def which_one_when(table: pd.DataFrame, sweep: pd.DataFrame | None, *, n_layers: int,
                    target_parameters: int) -> list[str]:
     """The conclusion, one sentence per question, every clause chosen by the numbers."""
     out = [fastest_sentence(table), early_exit_vs_skip_sentence(table, n_layers), lookup_sentence(table),
-           memory_sentence(table, target_parameters)]
+           memory_sentence(table, target_parameters), gate_table_sentence(table)]
     if sweep is not None:
         out.extend(gate_sentences(sweep))
     return out

@@ -66,9 +66,19 @@ def family_map_figure(methods: Sequence[Mapping], chapters: Sequence[Mapping], *
     return fig
 
 
+def _short(name: str) -> str:
+    """A chart label: 'early exit E=3' -> 'E3', 'layer skip (searched)' -> 'skip', 'prompt lookup' -> 'lookup'."""
+    for long, short in (("early exit E=", "E"), ("layer skip (searched)", "skip"), ("separate model", "model"),
+                        ("prompt lookup", "lookup"), ("lookup + ", "lookup+")):
+        name = name.replace(long, short)
+    return name
+
+
 def drafter_comparison_figure(table: pd.DataFrame, *, title: str | None = None) -> go.Figure:
     """Every drafter: tokens per step (x) against speedup over plain decoding (y), coloured by family; open
-    markers are gated; marker area grows with the parameters the drafter adds; hover for all the numbers."""
+    markers are gated (unlabelled: hover for their name); marker area grows with the parameters the drafter
+    adds; hover for all the numbers. Labels are short: E3 = early exit after layer 3, skip = the searched layer
+    skip, model = the separate model, lookup+X = prompt lookup in front of X."""
     rows = table.reset_index()
     rows = rows[rows["drafter"] != "plain"]
     if rows.empty:
@@ -84,8 +94,10 @@ def drafter_comparison_figure(table: pd.DataFrame, *, title: str | None = None) 
             custom = np.stack([sel["acceptance"].fillna(float("nan")), sel["extra_parameters"],
                                sel["ms_per_token"], sel["ms_min"], sel["ms_max"]], axis=1).tolist()
             fig.add_scatter(
-                x=sel["tokens_per_step"].tolist(), y=sel["speedup"].tolist(), mode="markers+text",
-                text=sel["drafter"].tolist(), textposition="top center", textfont=dict(size=10),
+                x=sel["tokens_per_step"].tolist(), y=sel["speedup"].tolist(),
+                mode="markers" if gated else "markers+text",              # gated twins: hover only (less clutter)
+                text=sel["drafter"].tolist(), texttemplate=[_short(d) for d in sel["drafter"]],
+                textposition="top center", textfont=dict(size=10),
                 name=f"{family}{' (gated)' if gated else ''}", customdata=custom,
                 marker=dict(size=sizes, color="white" if gated else PALETTE.get(family, "#444"),
                             line=dict(color=PALETTE.get(family, "#444"), width=2),

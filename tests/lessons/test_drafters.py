@@ -149,3 +149,18 @@ def test_gate_explorer_moves_its_figure():
     explorer.choice.value = ("o", "p")
     assert explorer.readout.value != text and sum(len(d.x) for d in explorer.figure.data) == 3
     assert not math.isnan(explorer.last_update_ms)
+
+
+def test_gate_table_sentence_links_help_to_acceptance():
+    weak_helped = {**BASE, "layer skip (searched) + gate 0.4": 1.6}
+    text = lesson.gate_table_sentence(table(**weak_helped))
+    assert text.startswith("In the side-by-side table the gate (0.4) speeds up 1 of 1 drafters: all of them")
+    t = table(**BASE)
+    extra = t.loc[["early exit E=2"]].rename(index={"early exit E=2": "early exit E=2 + gate 0.4"}).assign(gate=0.4)
+    both = pd.concat([t, extra])
+    both.loc["early exit E=2 + gate 0.4", "speedup"] = 1.2               # helps the weak draft (acceptance 30 %)
+    text = lesson.gate_table_sentence(both)                             # not layer skip (1.3 < 1.4)
+    assert "speeds up 1 of 2 drafters (early exit E=2): the ones whose drafts were accepted least" in text
+    both.loc["early exit E=2 + gate 0.4", "speedup"] = 0.5
+    both.loc["layer skip (searched) + gate 0.4", "speedup"] = 2.0         # now only the strong draft is helped
+    assert "not the ones whose drafts were accepted least" in lesson.gate_table_sentence(both)
