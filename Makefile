@@ -1,12 +1,13 @@
 # The lab's two entry points (see README):
 #   make lab    set up .venv if missing, then open JupyterLab on the notebooks (127.0.0.1, token auth on)
-#   make test   set up .venv if missing, then run the whole test suite (notebooks included)
+#   make test   set up .venv if missing, then run the whole test suite (notebooks included; in a real Chromium too)
+#   make app    the playground alone as a web page (Voila, code hidden) on 127.0.0.1, for projecting in a lecture
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: lab test venv html bench models results clean-build
+.PHONY: lab test app venv html bench models results clean-build
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -22,6 +23,10 @@ lab: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m pytest
+
+# Voila runs notebooks/app_playground.ipynb and serves its outputs only: sliders and "run live" work, no code shows.
+app: $(STAMP)
+	$(VENV)/bin/voila notebooks/app_playground.ipynb --Voila.ip=127.0.0.1 --token
 
 html: $(STAMP)
 	$(PY) -m labkit.notebooks html

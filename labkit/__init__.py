@@ -8,14 +8,15 @@ measure types; ``lessons`` is the notebooks' glue.
 """
 from .artifacts import Prompt, best_skip_set, load_model
 from .artifacts.prompts import prompts
-from .core import (SUPPORTED_ARCHITECTURES, AdaptiveThreshold, DraftPolicy, FixedK, GenerationResult, SkipSet,
-                   StaticThreshold, StepRecord, Trace, autoregressive_generate, skipping, speculative_generate)
+from .core import (SUPPORTED_ARCHITECTURES, AdaptiveThreshold, DraftPolicy, FixedK, GenerationResult, JacobiTrace,
+                   SkipSet, StaticThreshold, StepRecord, Trace, autoregressive_generate, jacobi_generate, skipping,
+                   speculative_generate)
 from .core import EarlyExitDrafter, TargetConfidenceGate
 
 __all__ = [
     "EarlyExitDrafter", "TargetConfidenceGate",
-    "AdaptiveThreshold", "DraftPolicy", "FixedK", "GenerationResult", "Prompt", "SUPPORTED_ARCHITECTURES",
-    "SkipSet", "StaticThreshold", "StepRecord", "Trace", "autoregressive_generate", "best_skip_set", "load_model",
-    "prompts", "skipping", "speculative_generate",
+    "AdaptiveThreshold", "DraftPolicy", "FixedK", "GenerationResult", "JacobiTrace", "Prompt",
+    "SUPPORTED_ARCHITECTURES", "SkipSet", "StaticThreshold", "StepRecord", "Trace", "autoregressive_generate",
+    "best_skip_set", "jacobi_generate", "load_model", "prompts", "skipping", "speculative_generate",
 ]
 __version__ = "0.1.0"

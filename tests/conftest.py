@@ -13,3 +13,4 @@ REPO = Path(__file__).resolve().parent.parent
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "slow: needs the shipped models or runs notebooks")
+    config.addinivalue_line("markers", "browser: drives a real Chromium (tests/browser; skipped without one)")

@@ -7,15 +7,17 @@ from .drafters import Draft, Drafter, LookupDrafter, ModelDrafter, SelfDrafter, 
 from .early_exit import EarlyExitDrafter
 from .forward import forward_tokens
 from .gate import TargetConfidenceGate
+from .jacobi import jacobi_generate
 from .policies import AdaptiveThreshold, DraftPolicy, FixedK, StaticThreshold
 from .sampling import Warp
 from .skip import SkipSet, format_skip_set, parse_skip_set, skipping
-from .trace import StepRecord, Trace
+from .trace import JacobiIteration, JacobiTrace, StepRecord, Trace
 
 __all__ = [
     "EarlyExitDrafter", "TargetConfidenceGate",
-    "AdaptiveThreshold", "Draft", "DraftPolicy", "Drafter", "FixedK", "GenerationResult", "LookupDrafter",
-    "ModelDrafter", "SUPPORTED_ARCHITECTURES", "SelfDrafter", "SkipSet", "StaticThreshold", "StepRecord", "Trace",
-    "Warp", "autoregressive_generate", "check_supported", "crop_to", "format_skip_set", "forward_tokens",
-    "new_cache", "ngram_lookup", "parse_skip_set", "skipping", "speculative_generate",
+    "AdaptiveThreshold", "Draft", "DraftPolicy", "Drafter", "FixedK", "GenerationResult", "JacobiIteration",
+    "JacobiTrace", "LookupDrafter", "ModelDrafter", "SUPPORTED_ARCHITECTURES", "SelfDrafter", "SkipSet",
+    "StaticThreshold", "StepRecord", "Trace", "Warp", "autoregressive_generate", "check_supported", "crop_to",
+    "format_skip_set", "forward_tokens", "jacobi_generate", "new_cache", "ngram_lookup", "parse_skip_set", "skipping",
+    "speculative_generate",
 ]

@@ -24,7 +24,7 @@ from .policies import AdaptiveThreshold, DraftPolicy
 from .sampling import Warp, sample
 from .skip import SkipSet
 from .state import DecodingState
-from .trace import StepRecord, Trace
+from .trace import JacobiTrace, StepRecord, Trace
 from .verify import accept, verify
 
 __all__ = ["GenerationResult", "autoregressive_generate", "speculative_generate", "prefill", "decode_one_token",
@@ -34,7 +34,7 @@ __all__ = ["GenerationResult", "autoregressive_generate", "speculative_generate"
 @dataclass
 class GenerationResult:
     sequences: torch.LongTensor      # (1, prompt + new)
-    trace: Trace | None              # None for plain decoding
+    trace: Trace | JacobiTrace | None   # None for plain decoding; a JacobiTrace from jacobi_generate
     prompt_length: int
     elapsed_s: float                 # wall time of the whole call
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 import time
 
 import numpy as np
-import plotly.graph_objects as go
 
 from ..search.toy import ACQUISITIONS, run_bo_1d
 from ..viz.bo import ACQUISITION_LABELS, acquisition_axis_title, bo_step_figure, step_title, step_trace_xy
 from ..viz.style import PALETTE
+from ..viz.widgets import as_widget, update_widget
 
 __all__ = ["BOStepper"]
 
@@ -27,7 +27,7 @@ class BOStepper:
 
         self.n_iter, self.n_init, self.seed = n_iter, n_init, seed
         self.history = run_bo_1d(acquisition, n_iter, xi, kappa, seed, n_init)
-        self.figure = go.FigureWidget(bo_step_figure(self.history, 0))
+        self.figure = as_widget(bo_step_figure(self.history, 0))
         self.last_update_ms = float("nan")
         self.prev_button = widgets.Button(description="◀", tooltip="previous step", layout=widgets.Layout(width="48px"))
         self.next_button = widgets.Button(description="▶", tooltip="next step", layout=widgets.Layout(width="48px"))
@@ -68,13 +68,10 @@ class BOStepper:
         t0 = time.perf_counter()
         i = self.step_slider.value
         h = self.history
-        with self.figure.batch_update():
-            for index, (x, y) in step_trace_xy(h, i).items():
-                self.figure.data[index].x, self.figure.data[index].y = x, y
-            self.figure.data[6].name = f"acquisition: {h.acquisition}"
-            self.figure.data[6].line.color = PALETTE[h.acquisition]
-            self.figure.layout.yaxis2.title.text = acquisition_axis_title(h.acquisition)
-            self.figure.layout.title.text = step_title(h, i)
+        traces = {index: {"x": x, "y": y} for index, (x, y) in step_trace_xy(h, i).items()}
+        traces[6].update({"name": f"acquisition: {h.acquisition}", "line.color": PALETTE[h.acquisition]})
+        update_widget(self.figure, traces, layout={"yaxis2.title.text": acquisition_axis_title(h.acquisition),
+                                                  "title.text": step_title(h, i)})
         self.last_update_ms = (time.perf_counter() - t0) * 1000
         self._set_status()
 

@@ -15,12 +15,12 @@ import time
 
 import numpy as np
 import pandas as pd
-import plotly.graph_objects as go
 
 from ..measure.gate import gate_preview
 from ..measure.saturation import Saturation
 from ..viz.drafters import exit_layer_figure, gate_signal_figure, gate_signal_traces
 from ..viz.style import PALETTE
+from ..viz.widgets import as_widget, update_widget
 
 __all__ = ["FAMILY_METHODS", "LAB_CHAPTERS", "OUTSIDE_FUNCTIONS", "package_function_prompts", "combo_exit_layer",
            "fastest_sentence", "early_exit_vs_skip_sentence", "gate_sentences", "memory_sentence", "lookup_sentence",
@@ -321,7 +321,7 @@ class ExitLayerExplorer:
         if not self.layers:
             raise ValueError("the table has no ungated early-exit rows")
         start = self.layers[int(np.argmax(self.rows["speedup"].to_numpy()))]
-        self.figure = go.FigureWidget(exit_layer_figure(table, self.exit_alpha, selected=start))
+        self.figure = as_widget(exit_layer_figure(table, self.exit_alpha, selected=start))
         self.slider = widgets.SelectionSlider(options=self.layers, value=start, description="exit layer E",
                                               continuous_update=True, layout=widgets.Layout(width="420px"))
         self.readout = widgets.HTML()
@@ -331,11 +331,10 @@ class ExitLayerExplorer:
 
     def update(self) -> None:
         e = int(self.slider.value)
-        bar = self.figure.data[0]
-        with self.figure.batch_update():
-            bar.marker.line.color = [PALETTE["current"] if x == e else "rgba(0,0,0,0)" for x in self.layers]
-            bar.marker.line.width = [3 if x == e else 0 for x in self.layers]
-            self.figure.layout.title.text = f"Early exit: E = {e} selected"
+        update_widget(self.figure, {0: {"marker.line.color": [PALETTE["current"] if x == e else "rgba(0,0,0,0)"
+                                                              for x in self.layers],
+                                        "marker.line.width": [3 if x == e else 0 for x in self.layers]}},
+                      layout={"title.text": f"Early exit: E = {e} selected"})
         row = self.rows[self.rows["exit_layer"] == e].iloc[0]
         alpha = self.exit_alpha.get(e, float("nan"))
         self.readout.value = (f"<b>E = {e}</b>: speedup {row['speedup']:.2f}x, acceptance {_pct(row['acceptance'])} "
@@ -359,7 +358,7 @@ class GateExplorer:
                                        description="runs", layout=widgets.Layout(width="420px"))
         self.slider = widgets.FloatSlider(value=threshold, min=0.0, max=1.0, step=0.05, description="gate",
                                           readout_format=".2f", continuous_update=True, layout=widgets.Layout(width="420px"))
-        self.figure = go.FigureWidget(gate_signal_figure(self._selected(), threshold))
+        self.figure = as_widget(gate_signal_figure(self._selected(), threshold))
         self.readout = widgets.HTML()
         self.last_update_ms = float("nan")
         for control in (self.slider, self.choice):
@@ -374,12 +373,9 @@ class GateExplorer:
     def update(self) -> None:
         t0 = time.perf_counter()
         t, sel = float(self.slider.value), self._selected()
-        with self.figure.batch_update():
-            for trace, values in zip(self.figure.data, gate_signal_traces(sel, t)):
-                trace.x = values
-            shape = self.figure.layout.shapes
-            self.figure.layout.shapes = [shape[0].update(x0=t, x1=t), shape[1].update(x1=t)]
-            self.figure.layout.annotations[0].update(x=t, text=f"gate {t:.2f}: steps left of here go plain")
+        update_widget(self.figure, {i: {"x": values} for i, values in enumerate(gate_signal_traces(sel, t))},
+                      layout={"shapes[0].x0": t, "shapes[0].x1": t, "shapes[1].x1": t, "annotations[0].x": t,
+                              "annotations[0].text": f"gate {t:.2f}: steps left of here go plain"})
         preview = gate_preview(sel, t)
         p, q = self.choice.value
         measured = self.sweep[(self.sweep["prompts"] == p) & (self.sweep["policy"] == q)]

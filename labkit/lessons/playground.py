@@ -8,12 +8,12 @@ from dataclasses import replace
 from typing import Callable
 
 import numpy as np
-import plotly.graph_objects as go
 import torch
 
 from ..artifacts.models import load_model
 from ..measure.grid import PlaygroundGrid, Setting, measure_live
 from ..viz.playground import PANELS, axis_ranges, figure_title, fmt, panel_xy, playground_figure
+from ..viz.widgets import as_widget, update_widget
 
 __all__ = ["presets", "presets_frame", "guiding_answers", "Playground"]
 
@@ -201,7 +201,7 @@ class Playground:
         self.live_button.on_click(lambda _: self.run_live())
         self.readout = widgets.HTML()
         self.status = widgets.HTML()
-        self.figure = go.FigureWidget(playground_figure(grid, start, self.live[name]))
+        self.figure = as_widget(playground_figure(grid, start, self.live[name]))
         for control in (self.ratio_slider, self.threshold_slider, self.max_draft_slider, self.policy_toggle):
             control.observe(lambda _: self._changed(), names="value")
         self.model_toggle.observe(lambda _: self._model_changed(), names="value")
@@ -289,10 +289,8 @@ class Playground:
         """Copy the current slice of the grid (and matching live points) into the FigureWidget."""
         grid, s = self.grid, self.setting
         xy = panel_xy(grid, s, self.live[self.model_name])
-        with self.figure.batch_update():
-            for index, (x, y) in xy.items():
-                self.figure.data[index].x, self.figure.data[index].y = x, y
-            self.figure.layout.title.text = figure_title(grid, s)
+        update_widget(self.figure, {index: {"x": x, "y": y} for index, (x, y) in xy.items()},
+                      layout={"title.text": figure_title(grid, s)})
         self.readout.value = self._readout_html(grid, s)
 
     def _readout_html(self, grid: PlaygroundGrid, s: Setting) -> str:

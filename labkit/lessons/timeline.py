@@ -4,15 +4,13 @@ from __future__ import annotations
 
 import contextlib
 
-import plotly.graph_objects as go
-
 from ..artifacts.results import skip_set_for
 from ..core.decoding import speculative_generate
 from ..core.policies import AdaptiveThreshold
 from ..core.skip import SkipSet
-from ..viz.style import FIGURE_WIDTH
 from ..viz.timeline import HIGHLIGHT_NAME, as_trace, highlight_shape, step_times, timeline_figure
 from ..viz.trace import step_html
+from ..viz.widgets import as_widget
 
 __all__ = ["TraceReplayer", "demo_skip_set", "compare_drafters"]
 
@@ -26,7 +24,7 @@ class TraceReplayer:
     """
 
     def __init__(self, run, tokenizer, *, window_steps: int = 8, draft_label: str = "skipped layers",
-                 width: int = FIGURE_WIDTH, figure_widget: bool = True):
+                 width: int | None = None, figure_widget: bool = True):
         import ipywidgets as widgets
 
         self.trace = as_trace(run)
@@ -42,7 +40,7 @@ class TraceReplayer:
         self.figure = fig
         if figure_widget:
             try:
-                self.figure = go.FigureWidget(fig)
+                self.figure = as_widget(fig)
             except Exception:  # no anywidget / widget frontend: keep the static figure, still updated
                 self.figure = fig
         self.prev_button = widgets.Button(description="◀", tooltip="previous step", layout=widgets.Layout(width="44px"))

@@ -177,7 +177,7 @@ def predicted_cost_frame(cost_model, path: Sequence, *, alphas: Sequence[float] 
     Rows for the path's own agreement (``alpha_source`` = 'measured') and for each fixed alpha in
     ``alphas`` ('fixed'); columns model, n_skipped, ratio, alpha, alpha_source, ms_per_token, gamma,
     tokens_per_step, draft_ms, speedup. The draft length gamma is the best for that alpha
-    (:func:`labkit.costmodel.predict`).
+    (:func:`predict`).
     """
     import pandas as pd
 

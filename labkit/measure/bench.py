@@ -11,7 +11,8 @@ loop, acceptance (accepted/drafted), tokens per step, and for labkit's speculati
 analytic limit (A + 1)/(d·c + c_v) from the same run's measured draft cost c, verify cost c_v,
 accepted A and drafted d per step (all relative to the plain loop's ms per token), and the
 ratio measured/limit. Greedy rows also check that their output is token-identical to plain
-greedy decoding.
+greedy decoding. Parallel-decoding rows (:func:`jacobi_methods`, ``--no-jacobi`` leaves them out) read
+"accept" as confirmed guesses / guesses fed in and "tok/step" as tokens per iteration.
 """
 from __future__ import annotations
 
@@ -33,11 +34,13 @@ from ..artifacts.results import skip_set_for
 from ..core.decoding import GenerationResult, autoregressive_generate, speculative_generate
 from ..core.early_exit import EarlyExitDrafter
 from ..core.gate import TargetConfidenceGate
+from ..core.jacobi import INITS, METHODS, jacobi_generate
 from ..core.policies import AdaptiveThreshold, FixedK, StaticThreshold
 from .early_exit import CallProfile, hf_early_exit_profile, labkit_early_exit_profile
 from .machine import machine_info
 
-__all__ = ["BenchConfig", "Method", "run_benchmark", "summarise", "load_results", "trace_overhead", "format_table"]
+__all__ = ["BenchConfig", "Method", "run_benchmark", "summarise", "load_results", "trace_overhead", "format_table",
+           "jacobi_methods"]
 
 
 
@@ -60,11 +63,13 @@ class BenchConfig:
     hf_builtins: bool = True
     early_exit_and_gate: bool = True    # labkit's early-exit drafter and the target-confidence gate (issue 18)
     gate_min_confidence: float = 0.4
+    jacobi: bool = True                 # Jacobi / Gauss-Seidel rows (each initialisation) on the first model
+    jacobi_block: int = 4                # the fewest iterations per token for the self-draft (docs/decisions.md)
     out_dir: str = str(BENCH_DIR)       # committed: the README quotes it
 
     @classmethod
     def quick(cls, **overrides) -> "BenchConfig":
-        base = dict(models=("default",), n_prompts=2, max_new_tokens=48, repeats=2, hf_builtins=True)
+        base = dict(models=("default",), n_prompts=2, max_new_tokens=48, repeats=2, hf_builtins=True, jacobi=False)
         base.update(overrides)
         return cls(**base)
 
@@ -211,6 +216,33 @@ def early_exit_and_gate_methods(cfg: BenchConfig, loaded: dict, notes: dict) -> 
     return out
 
 
+def _jacobi_record(result: GenerationResult, seconds: float) -> RunRecord:
+    """A Jacobi iteration is a verify step whose draft is the previous iterate: guesses fed in count as drafted,
+    confirmed guesses as accepted, iterations as steps, initial-guess time as draft time."""
+    s = result.trace.summary()
+    return RunRecord(seconds, result.sequences.shape[1] - result.prompt_length, result.sequences, drafted=s["guessed"],
+                     accepted=s["matched"], steps=s["iterations"], draft_s=s["init_s"], verify_s=s["forward_s"])
+
+
+def jacobi_methods(cfg: BenchConfig, loaded: dict) -> list[Method]:
+    """Parallel decoding rows (:func:`labkit.jacobi_generate`: Jacobi and Gauss-Seidel, each initialisation) on
+    the first model; greedy, so checked token for token against the plain loop like every greedy row."""
+    name = cfg.models[0]
+    model, _ = loaded[name]
+    skip, _ = skip_set_for(name, model.config.num_hidden_layers)
+    out = []
+    for method in METHODS:
+        for init in INITS:
+            kw = {"skip": skip} if init == "self-draft" else {}
+
+            def run(ids, n, m=method, i=init, kw=kw):
+                result, sec = _timed(lambda: jacobi_generate(model, ids, n, block_size=cfg.jacobi_block, method=m,
+                                                             init=i, **kw))
+                return _jacobi_record(result, sec)
+            out.append(Method(f"{name}: {method}, {init} (block {cfg.jacobi_block})", name, "labkit", run))
+    return out
+
+
 def sampling_methods(cfg: BenchConfig, loaded: dict) -> list[Method]:
     out = []
     name = cfg.models[0]
@@ -306,6 +338,8 @@ def run_benchmark(cfg: BenchConfig) -> dict:
     methods, notes = build_methods(cfg, loaded, prompt_ids[0])
     if cfg.early_exit_and_gate:
         methods += early_exit_and_gate_methods(cfg, loaded, notes)
+    if cfg.jacobi:
+        methods += jacobi_methods(cfg, loaded)
     reference = {name: f"{name}: labkit plain loop" for name in cfg.models}
     greedy_rows = summarise(methods, _interleaved(methods, prompt_ids, cfg, "greedy"), reference)
     sampling_rows = []
@@ -429,6 +463,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--no-sampling", action="store_true")
     parser.add_argument("--no-hf-builtins", action="store_true")
     parser.add_argument("--no-early-exit-and-gate", action="store_true", help="leave out issue 18's rows")
+    parser.add_argument("--no-jacobi", action="store_true", help="leave out the Jacobi / Gauss-Seidel rows")
     parser.add_argument("--out", help="results folder (default data/bench)")
     parser.add_argument("--trace-overhead", action="store_true",
                         help="only measure what recording the trace costs (record_trace on vs off)")
@@ -446,6 +481,8 @@ def main(argv: list[str] | None = None) -> None:
         overrides["hf_builtins"] = False
     if args.no_early_exit_and_gate:
         overrides["early_exit_and_gate"] = False
+    if args.no_jacobi:
+        overrides["jacobi"] = False
     cfg = BenchConfig.quick(**overrides) if args.quick else BenchConfig(**overrides)
     result = run_benchmark(cfg)
     print(f"\nMachine: {result['machine']['processor']}, {cfg.threads} thread(s), torch {result['machine']['torch']}")

@@ -7,7 +7,7 @@ Search per ratio ("the best set we can find"): greedy backward elimination from 
 model (each round skips the one further block whose removal keeps agreement highest),
 which passes through every ratio, refined by a few hundred random sets per ratio and, for a
 model trained with a fixed draft path (``draft_skip`` in its training.json), that path too.
-Agreement is teacher-forced on held-out prompts (see :mod:`labkit.agreement`).
+Agreement is teacher-forced on held-out prompts (see :mod:`labkit.measure.agreement`).
 """
 from __future__ import annotations
 

@@ -11,6 +11,7 @@ from typing import Iterable, Sequence
 
 import optuna
 from scipy.stats import spearmanr
+from tqdm.auto import tqdm
 
 from ..artifacts.models import load_model, model_id
 from ..artifacts.prompts import benchmark_prompts
@@ -31,6 +32,39 @@ def _best_so_far(values: Iterable[float]) -> list[float]:
         best = min(best, v)
         out.append(best)
     return out
+
+
+def _one_study(sampler: str, seed: int, objective_fn, n_layers: int, trials: int, warm_start: bool,
+               deterministic: bool, bar) -> tuple[list[float], float, dict]:
+    """One in-memory study: (best-so-far curve, seconds, best set)."""
+    study = optuna.create_study(direction="minimize", sampler=make_sampler(sampler, seed, deterministic))
+    if warm_start:
+        for label, skip in warm_start_sets(n_layers).items():
+            study.enqueue_trial(params_from_skip(skip, n_layers), user_attrs={"warm_start": label})
+    t0 = time.perf_counter()
+    study.optimize(objective_fn, n_trials=trials, gc_after_trial=False,
+                   callbacks=[lambda _s, _t: bar.update(1)] if bar is not None else [])
+    curve = _best_so_far([t.value for t in study.trials])
+    if bar is not None:
+        bar.set_postfix_str(f"{sampler} seed {seed}: best {curve[-1]:.3f} ms/token")
+    return curve, time.perf_counter() - t0, skip_from_params(study.best_trial.params, n_layers).to_dict()
+
+
+def _sampler_summary(curves: dict, seconds: dict, trials: int, baseline_ms: float) -> dict:
+    """Median final value per sampler, trials to come within 5 % of the best any method found, and the targets."""
+    final = {s: [c[-1] for c in runs] for s, runs in curves.items()}
+    best_any = min(min(v) for v in final.values())
+    summary = {"best_any_ms_per_token": best_any, "baseline_ms_per_token": baseline_ms}
+    for s, runs in curves.items():
+        med_curve = [statistics.median(c[i] for c in runs) for i in range(trials)]
+        within = next((i + 1 for i, v in enumerate(med_curve) if v <= 1.05 * best_any), None)
+        summary[s] = {"median_final": statistics.median(final[s]), "finals": final[s],
+                      "median_trials_to_within_5pct": within, "median_seconds": statistics.median(seconds[s])}
+    if "gp" in curves:
+        summary["target_gp_within_5pct"] = summary["gp"]["median_final"] <= 1.05 * best_any
+    if "gp" in curves and "random" in curves:
+        summary["target_gp_median_beats_random"] = summary["gp"]["median_final"] < summary["random"]["median_final"]
+    return summary
 
 
 def compare_samplers(model="default", *, objective: str = "modelled", samplers: Sequence[str] = SAMPLERS,
@@ -60,51 +94,24 @@ def compare_samplers(model="default", *, objective: str = "modelled", samplers: 
     names = param_names(L)
 
     def objective_fn(trial) -> float:
-        skip = SkipSet.from_mask([bool(trial.suggest_int(n, 0, 1)) for n in names])
-        return evaluator.evaluate(skip)["value"]
+        return evaluator.evaluate(SkipSet.from_mask([bool(trial.suggest_int(n, 0, 1)) for n in names]))["value"]
 
-    curves: dict[str, list[list[float]]] = {s: [] for s in samplers}
-    seconds: dict[str, list[float]] = {s: [] for s in samplers}
-    best_sets: dict[str, list[dict]] = {s: [] for s in samplers}
-    bar = None
-    if progress:
-        from tqdm.auto import tqdm
-
-        bar = tqdm(total=len(samplers) * len(seeds) * trials, desc="compare samplers", unit="trial", dynamic_ncols=True)
+    bar = tqdm(total=len(samplers) * len(seeds) * trials, desc="compare samplers", unit="trial",
+               dynamic_ncols=True) if progress else None
+    runs = {}
     with quiet_optuna():
         for s in samplers:
-            for seed in seeds:
-                sampler = make_sampler(s, seed, objective == "modelled")
-                study = optuna.create_study(direction="minimize", sampler=sampler)
-                if warm_start:
-                    for label, skip in warm_start_sets(L).items():
-                        study.enqueue_trial(params_from_skip(skip, L), user_attrs={"warm_start": label})
-                t0 = time.perf_counter()
-                cb = [lambda _s, _t: bar.update(1)] if bar is not None else []
-                study.optimize(objective_fn, n_trials=trials, callbacks=cb, gc_after_trial=False)
-                seconds[s].append(time.perf_counter() - t0)
-                values = [t.value for t in study.trials]
-                curves[s].append(_best_so_far(values))
-                best_sets[s].append(skip_from_params(study.best_trial.params, L).to_dict())
-                if bar is not None:
-                    bar.set_postfix_str(f"{s} seed {seed}: best {curves[s][-1][-1]:.3f} ms/token")
+            runs[s] = [_one_study(s, seed, objective_fn, L, trials, warm_start, objective == "modelled", bar)
+                       for seed in seeds]
     if bar is not None:
         bar.close()
-    final = {s: [c[-1] for c in curves[s]] for s in samplers}
-    best_any = min(min(v) for v in final.values())
-    summary = {"best_any_ms_per_token": best_any, "baseline_ms_per_token": evaluator.baseline_ms}
-    for s in samplers:
-        med_curve = [statistics.median(c[i] for c in curves[s]) for i in range(trials)]
-        within = next((i + 1 for i, v in enumerate(med_curve) if v <= 1.05 * best_any), None)
-        summary[s] = {"median_final": statistics.median(final[s]), "finals": final[s],
-                      "median_trials_to_within_5pct": within, "median_seconds": statistics.median(seconds[s])}
-    if "gp" in samplers:
-        summary["target_gp_within_5pct"] = summary["gp"]["median_final"] <= 1.05 * best_any
-    if "gp" in samplers and "random" in samplers:
-        summary["target_gp_median_beats_random"] = summary["gp"]["median_final"] < summary["random"]["median_final"]
+    curves = {s: [r[0] for r in runs[s]] for s in samplers}
+    seconds = {s: [r[1] for r in runs[s]] for s in samplers}
     return {"model": model_id(model), "objective": objective, "trials": trials, "seeds": list(seeds),
-            "settings": settings, "curves": curves, "final": final, "best_sets": best_sets, "seconds": seconds,
-            "summary": summary, "total_seconds": time.perf_counter() - t_start}
+            "settings": settings, "curves": curves, "final": {s: [c[-1] for c in curves[s]] for s in samplers},
+            "best_sets": {s: [r[2] for r in runs[s]] for s in samplers}, "seconds": seconds,
+            "summary": _sampler_summary(curves, seconds, trials, evaluator.baseline_ms),
+            "total_seconds": time.perf_counter() - t_start}
 
 
 def rank_agreement(model="default", *, n_sets: int = 16, seed: int = 0, skips: Sequence[SkipSet] | None = None,
@@ -130,8 +137,6 @@ def rank_agreement(model="default", *, n_sets: int = 16, seed: int = 0, skips: S
     rows = [None] * len(skips)
     iterator = order
     if progress:
-        from tqdm.auto import tqdm
-
         iterator = tqdm(order, desc="modelled vs measured", unit="set")
     for i in iterator:
         m, r = modelled.evaluate(skips[i]), measured.evaluate(skips[i])

@@ -48,13 +48,9 @@ def _best_entry(row: dict) -> dict:
             "trial": row["trial"]}
 
 
-def export_results(model="default", *, storage=None, objective: str | None = None, out_dir=None) -> Path:
-    """Write best.json, trials.csv and trials.json for ``model`` under data/search/<model>/; returns the folder.
-
-    Gathers every labkit study of that model (all ratio buckets) with ``objective`` (default: the
-    only objective present, or 'measured' if both are).
-    """
-    store = open_storage(storage)
+def _model_studies(store, model, objective: str | None, storage) -> tuple[list, str]:
+    """The summaries of every labkit study of ``model`` on its current weights with ``objective`` (default: the
+    only objective present, or 'measured' if both are), and that objective; ValueError naming what is missing."""
     mid = model_id(model)
     summaries = [s for s in optuna.get_all_study_summaries(store, include_best_trial=False)
                  if s.user_attrs.get(STUDY_MARKER) and s.user_attrs.get("model") == mid]
@@ -67,43 +63,51 @@ def export_results(model="default", *, storage=None, objective: str | None = Non
         raise ValueError(f"the studies of model {mid!r} in this storage were run on other weights than the model "
                          f"has now ({', '.join(sorted(s.study_name for s in summaries))}); run "
                          f"{search_hint(model)} with a new --study-name")
-    summaries = current
-    present = sorted({s.user_attrs["objective"] for s in summaries})
-    if objective is None:
-        objective = present[0] if len(present) == 1 else "measured"
+    present = sorted({s.user_attrs["objective"] for s in current})
+    objective = objective or (present[0] if len(present) == 1 else "measured")
     if objective not in present:
         raise ValueError(f"no {objective!r} study of model {mid!r} in the storage (found: {', '.join(present)})")
-    summaries = [s for s in summaries if s.user_attrs["objective"] == objective]
-    n_layers = summaries[0].user_attrs["search_space"]["n_layers"]
-    rows = []
-    for s in sorted(summaries, key=lambda s: s.study_name):
-        rows.extend(trial_rows(optuna.load_study(study_name=s.study_name, storage=store), n_layers))
-    if not rows:
-        raise ValueError(f"the studies of model {mid!r} hold no completed trial yet; run {search_hint(model)}")
-    overall = min(rows, key=lambda r: r["value_ms_per_token"])
+    return [s for s in current if s.user_attrs["objective"] == objective], objective
+
+
+def _best_payload(model, summaries: list, objective: str, rows: list[dict], n_layers: int) -> dict:
+    """best.json: the overall best and the best of every skip-ratio bucket, with the studies they came from."""
     buckets = []
     for i, (lo, hi) in enumerate(ratio_buckets()):
         inside = [r for r in rows if bucket_index(r["ratio"]) == i]
         best = min(inside, key=lambda r: r["value_ms_per_token"]) if inside else None
         buckets.append({"lo": lo, "hi": hi, "n_trials": len(inside), "best": _best_entry(best) if best else None})
-    out = Path(out_dir) if out_dir else SEARCH_DIR / model_key(model)
-    out.mkdir(parents=True, exist_ok=True)
-    baselines = {}
-    for s in summaries:
-        cm = s.user_attrs.get("cost_model")
-        if cm:
-            baselines[s.study_name] = cm.get("full_step_ms")
-    payload = {
-        "model": mid, "model_fingerprint": summaries[0].user_attrs.get("model_fingerprint"), "objective": objective,
-        "unit": UNIT, "n_layers": n_layers, "bucket_width": BUCKET_WIDTH,
+    return {
+        "model": model_id(model), "model_fingerprint": summaries[0].user_attrs.get("model_fingerprint"),
+        "objective": objective, "unit": UNIT, "n_layers": n_layers, "bucket_width": BUCKET_WIDTH,
         "buckets_note": "bucket i holds skip ratios in [lo, hi); the last also holds ratio 1",
         "studies": [{"name": s.study_name, "ratio_bucket": s.user_attrs.get("ratio_bucket"),
                      "settings": s.user_attrs.get("settings"), "n_trials": s.n_trials} for s in summaries],
-        "n_trials": len(rows), "overall": _best_entry(overall), "buckets": buckets,
-        "full_step_ms": baselines, "exported_at": time.strftime("%Y-%m-%dT%H:%M:%S"),
-        "regenerate": search_hint(model),
+        "n_trials": len(rows), "overall": _best_entry(min(rows, key=lambda r: r["value_ms_per_token"])),
+        "buckets": buckets,
+        "full_step_ms": {s.study_name: s.user_attrs["cost_model"].get("full_step_ms") for s in summaries
+                         if s.user_attrs.get("cost_model")},
+        "exported_at": time.strftime("%Y-%m-%dT%H:%M:%S"), "regenerate": search_hint(model),
     }
-    (out / "best.json").write_text(json.dumps(payload, indent=2))
+
+
+def export_results(model="default", *, storage=None, objective: str | None = None, out_dir=None) -> Path:
+    """Write best.json, trials.csv and trials.json for ``model`` under data/search/<model>/; returns the folder.
+
+    Gathers every labkit study of that model (all ratio buckets) with ``objective`` (default: the
+    only objective present, or 'measured' if both are).
+    """
+    store = open_storage(storage)
+    summaries, objective = _model_studies(store, model, objective, storage)
+    n_layers = summaries[0].user_attrs["search_space"]["n_layers"]
+    rows = []
+    for s in sorted(summaries, key=lambda s: s.study_name):
+        rows.extend(trial_rows(optuna.load_study(study_name=s.study_name, storage=store), n_layers))
+    if not rows:
+        raise ValueError(f"the studies of model {model_id(model)!r} hold no completed trial yet; run {search_hint(model)}")
+    out = Path(out_dir) if out_dir else SEARCH_DIR / model_key(model)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "best.json").write_text(json.dumps(_best_payload(model, summaries, objective, rows, n_layers), indent=2))
     (out / "trials.json").write_text(json.dumps(rows, indent=1))
     with open(out / "trials.csv", "w", newline="") as fh:
         writer = csv.DictWriter(fh, fieldnames=list(rows[0]))

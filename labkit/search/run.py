@@ -16,6 +16,7 @@ import time
 from dataclasses import dataclass, field
 
 import optuna
+from tqdm.auto import tqdm
 
 from ..artifacts.models import load_model, model_id
 from ..artifacts.results import greedy_path_sets, in_bucket
@@ -154,8 +155,6 @@ def _optimize(study, objective_fn, trials: int, timeout, baseline: float, desc: 
     best, ran = [min((t.value for t in feasible_trials(study)), default=math.inf)], [0]
     bar = None
     if desc is not None:
-        from tqdm.auto import tqdm
-
         bar = tqdm(total=trials, desc=desc, unit="trial", dynamic_ncols=True)
 
     def callback(_study, trial) -> None:

@@ -4,6 +4,8 @@ from __future__ import annotations
 import warnings
 from contextlib import contextmanager
 
+import optuna
+
 __all__ = ["SAMPLERS", "make_sampler", "quiet_optuna"]
 
 SAMPLERS = ("gp", "tpe", "random")
@@ -11,8 +13,6 @@ SAMPLERS = ("gp", "tpe", "random")
 
 def make_sampler(name: str, seed: int, deterministic: bool = True):
     """An Optuna sampler by short name ('gp', 'tpe', 'random'), seeded."""
-    import optuna
-
     if name == "gp":
         with warnings.catch_warnings():   # deterministic_objective is marked experimental
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
@@ -27,8 +27,6 @@ def make_sampler(name: str, seed: int, deterministic: bool = True):
 @contextmanager
 def quiet_optuna():
     """Optuna's log at WARNING and its ExperimentalWarnings silenced, restored afterwards."""
-    import optuna
-
     level = optuna.logging.get_verbosity()
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     try:

@@ -14,6 +14,8 @@ import time
 import warnings
 from pathlib import Path
 
+import optuna
+
 from ..artifacts.models import fingerprint, model_id, model_key
 from ..artifacts.paths import RESULTS_DIR
 from ..artifacts.results import in_bucket
@@ -53,8 +55,6 @@ def _sqlite_tuning(storage) -> None:
 
 def open_storage(storage=None):
     """An Optuna storage from a URL or path (see module docstring); ValueError if it cannot be opened."""
-    import optuna
-
     if isinstance(storage, optuna.storages.BaseStorage):
         return storage
     if storage is None:
@@ -102,8 +102,6 @@ def open_storage(storage=None):
 
 
 def feasible_trials(study) -> list:
-    import optuna
-
     return [t for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
             if t.value is not None and t.user_attrs.get("eval", {}).get("feasible", True)]
 
@@ -151,8 +149,6 @@ def wait_for_attrs(study, timeout_s: float = 30.0) -> dict:
 
 def open_study(storage, study_name: str, sampler):
     """(study, attrs) of an existing study, or (None, None)."""
-    import optuna
-
     try:
         study = optuna.load_study(study_name=study_name, storage=storage, sampler=sampler)
     except KeyError:
@@ -165,8 +161,6 @@ def stored_cost_model(storage, expected: dict):
 
     Reusing it keeps every study of a model (all ratio buckets) in one currency of milliseconds.
     """
-    import optuna
-
     found = []
     for s in optuna.get_all_study_summaries(storage, include_best_trial=False):
         attrs = s.user_attrs
@@ -183,8 +177,6 @@ def known_good_sets(storage, expected: dict, bucket, n_layers: int, k: int = 3, 
 
     A new ratio-bucket study is warm-started with them, so it starts from what the storage knows.
     """
-    import optuna
-
     same = ("model", "model_fingerprint", "objective", "settings", "search_space")
     scored = []
     for s in optuna.get_all_study_summaries(storage, include_best_trial=False):

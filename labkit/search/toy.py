@@ -29,9 +29,10 @@ from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 import numpy as np
+import optuna
 from scipy.stats import norm
 
-from .samplers import make_sampler
+from .samplers import make_sampler, quiet_optuna
 
 __all__ = [
     "FORRESTER_X_MIN", "FORRESTER_F_MIN", "BRANIN_F_MIN", "BRANIN_MINIMA", "SAMPLER_NAMES", "ACQUISITIONS",
@@ -269,11 +270,9 @@ def _branin_objective(trial) -> float:
 
 
 def _run_study(sampler, objective: Callable, n_trials: int):
-    import optuna
-
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
-    study = optuna.create_study(direction="minimize", sampler=sampler)
-    study.optimize(objective, n_trials=n_trials)
+    with quiet_optuna():
+        study = optuna.create_study(direction="minimize", sampler=sampler)
+        study.optimize(objective, n_trials=n_trials)
     return study
 
 

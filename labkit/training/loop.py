@@ -19,6 +19,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
+from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM
 
 from ..artifacts.corpus import corpus_stats
 from ..artifacts.paths import CHECKPOINTS_DIR, MODELS_DIR
@@ -31,9 +32,9 @@ from .objective import training_loss
 __all__ = ["train", "build_model", "lr_at", "evaluate", "main"]
 
 
-def build_model(cfg: TrainConfig, tokenizer):
-    from transformers import LlamaConfig, LlamaForCausalLM
-
+def build_model(cfg: TrainConfig, tokenizer) -> LlamaForCausalLM:
+    """A freshly initialised Llama of ``cfg``'s shape; the weights depend on ``cfg.seed`` only (the global RNG is
+    left as it was)."""
     config = LlamaConfig(
         vocab_size=len(tokenizer), hidden_size=cfg.hidden_size, intermediate_size=cfg.intermediate_size,
         num_hidden_layers=cfg.n_layers, num_attention_heads=cfg.n_heads, num_key_value_heads=cfg.n_heads,
@@ -42,8 +43,9 @@ def build_model(cfg: TrainConfig, tokenizer):
         pad_token_id=tokenizer.eos_token_id,
     )
     config._attn_implementation = "sdpa"
-    torch.manual_seed(cfg.seed)
-    return LlamaForCausalLM(config)
+    with torch.random.fork_rng():
+        torch.manual_seed(cfg.seed)
+        return LlamaForCausalLM(config)
 
 
 def lr_at(step: int, cfg: TrainConfig) -> float:
@@ -174,8 +176,6 @@ def train(cfg: TrainConfig) -> Path:
 
 
 def _export(model, tokenizer, cfg: TrainConfig, out_dir: Path, record: dict) -> None:
-    from transformers import GenerationConfig
-
     out_dir.mkdir(parents=True, exist_ok=True)
     half = model.to(torch.float16)
     half.generation_config = GenerationConfig(

@@ -46,16 +46,11 @@ def train_command(cfg: dict) -> str:
     return " ".join(["python -m labkit.train --name", cfg["name"], *args])
 
 
-def write_model_card(model_dir: Path) -> Path:
-    model_dir = Path(model_dir)
-    rec = json.loads((model_dir / "training.json").read_text())
-    rob_path = model_dir / "robustness.json"
-    rob = json.loads(rob_path.read_text()) if rob_path.exists() else None
-    cfg = rec["recipe"]
-    corpus = rec["corpus"]
-    recipe_text = {
-        "skip_robust": (
-            "**Skip-robust (self-distilled draft path).** Each step runs the full model and a copy "
+def _recipe_text(cfg: dict) -> str:
+    """The recipe in words, from the recorded settings."""
+    if cfg["recipe"] == "plain":
+        return "**Plain.** Cross-entropy of the full model only: no skipping during training."
+    return ("**Skip-robust (self-distilled draft path).** Each step runs the full model and a copy "
             "with a random set of attention/MLP blocks skipped (ratio drawn from "
             f"U({cfg['skip_ratio_min']}, {cfg['skip_ratio_max']}), later layers more likely, layer 0's "
             "attention never); loss = cross-entropy of the full model + "
@@ -66,10 +61,18 @@ def write_model_card(model_dir: Path) -> Path:
                "continuation of the text before them (on-policy positions, as the draft meets them while "
                "decoding)." if cfg.get("greedy_tail") else "")
             + (f" Plus {cfg['top1_weight']} x cross-entropy of the skipped copy against the full model's top-1 "
-               "token (what greedy verification checks)." if cfg.get("top1_weight") else "")
-        ),
-        "plain": "**Plain.** Cross-entropy of the full model only: no skipping during training.",
-    }[cfg["recipe"]]
+               "token (what greedy verification checks)." if cfg.get("top1_weight") else ""))
+
+
+def write_model_card(model_dir: Path) -> Path:
+    """Write MODEL_CARD.md from the folder's training.json (and robustness.json when present); returns its path."""
+    model_dir = Path(model_dir)
+    rec = json.loads((model_dir / "training.json").read_text())
+    rob_path = model_dir / "robustness.json"
+    rob = json.loads(rob_path.read_text()) if rob_path.exists() else None
+    cfg = rec["recipe"]
+    corpus = rec["corpus"]
+    recipe_text = _recipe_text(cfg)
     hist = "\n".join(f"| {h['step']} | {h['tokens']:,} | {h['train_ce']:.3f} | {h['val_loss']:.3f} |"
                      for h in rec["history"])
     notes = "".join(f"- {n}\n" for n in rec.get("notes", []))

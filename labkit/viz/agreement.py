@@ -50,6 +50,17 @@ def single_block_figure(single: Mapping, *, title: str | None = None) -> go.Figu
     return fig
 
 
+def _add_star(fig, label: str, skip: SkipSet, agreement: float, n_layers: int) -> None:
+    """One skip set as a star; the legend names it, its text stays short and below it (clear of the title)."""
+    if not 0.0 <= agreement <= 1.0:
+        raise ValueError(f"agreement of {label!r} must be in [0, 1], got {agreement}")
+    skip.validate(n_layers)
+    fig.add_trace(go.Scatter(
+        x=[skip.n_skipped], y=[agreement], mode="markers+text", name=f"{label} ({agreement:.0%})",
+        text=[f"{agreement:.0%}"], textposition="bottom right", marker=dict(symbol="star", size=16, color="#222222"),
+        hovertemplate=f"{label}<br>{skip}<br>agreement %{{y:.3f}}<extra></extra>"))
+
+
 def redundancy_figure(paths: Mapping[str, Sequence], n_layers: int, *, band: tuple[float, float] | None = None,
                       band_label: str = "skip ratios seen in training", mark_ratio: float | None = 0.5,
                       sets: Mapping[str, tuple[SkipSet, float]] | None = None,
@@ -81,15 +92,7 @@ def redundancy_figure(paths: Mapping[str, Sequence], n_layers: int, *, band: tup
             a = agreement_at_ratio(paths[name], n_layers, mark_ratio)
             notes.append(f"{name}: {a:.0%}")
     for label, (skip, a) in (sets or {}).items():
-        if not 0.0 <= a <= 1.0:
-            raise ValueError(f"agreement of {label!r} must be in [0, 1], got {a}")
-        skip.validate(n_layers)
-        fig.add_trace(go.Scatter(
-            # the legend names the star; its text stays short and below it, clear of the title and annotations
-            x=[skip.n_skipped], y=[a], mode="markers+text", name=f"{label} ({a:.0%})", text=[f"{a:.0%}"],
-            textposition="bottom right", marker=dict(symbol="star", size=16, color="#222222"),
-            hovertemplate=f"{label}<br>{skip}<br>agreement %{{y:.3f}}<extra></extra>",
-        ))
+        _add_star(fig, label, skip, a, n_layers)
     if mark_ratio is not None:
         k = int(round(mark_ratio * blocks))
         fig.add_vline(x=k, line_dash="dot", line_color="black",

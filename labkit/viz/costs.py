@@ -95,47 +95,47 @@ def verify_cost_figure(cost_model, *, highlight: int = 5, title: str | None = No
     return fig
 
 
+def _add_path(fig, cost_model, name: str, path: Sequence, colour: str) -> None:
+    """One model's predicted cost along its own path (its measured agreement), its cheapest set starred."""
+    part = predicted_cost_frame(cost_model, path, label=name)
+    fig.add_trace(go.Scatter(
+        x=part["n_skipped"], y=part["ms_per_token"], mode="lines+markers", name=f"{name}: its measured agreement",
+        line=dict(color=colour, width=3), marker=dict(size=5),
+        customdata=list(zip(part["alpha"], part["gamma"], part["speedup"])),
+        hovertemplate=(f"{name}<br>%{{x}} skipped: α = %{{customdata[0]:.2f}}, best γ = %{{customdata[1]}}<br>"
+                       "%{y:.2f} ms/token (%{customdata[2]:.2f}x)<extra></extra>")))
+    best = part.loc[part["ms_per_token"].idxmin()]
+    fig.add_trace(go.Scatter(
+        x=[best["n_skipped"]], y=[best["ms_per_token"]], mode="markers+text",
+        marker=dict(symbol="star", size=16, color=colour, line=dict(color="black", width=1)),
+        text=[f"{best['speedup']:.2f}x"], textposition="bottom center", showlegend=False,
+        hovertemplate=(f"{name}: cheapest set on the path<br>{int(best['n_skipped'])} skipped, "
+                       f"α = {best['alpha']:.2f}, γ = {int(best['gamma'])}: %{{y:.2f}} ms/token<extra></extra>")))
+
+
 def predicted_cost_figure(cost_model, paths: Mapping[str, Sequence], *, alphas: Sequence[float] = (0.6, 0.8, 0.9),
                           title: str | None = None) -> go.Figure:
     """Predicted ms per generated token against blocks skipped.
 
-    Thin grey lines: a fixed agreement alpha (drawn on the first path's sets), showing that if alpha did
-    not fall, skipping more would always pay. Thick lines: each model's own measured agreement along its
-    path, with its cheapest set starred. Dashed: plain decoding (one full step per token).
+    Thin grey lines: a fixed agreement α (drawn on the first path's sets), showing that if α did not fall,
+    skipping more would always pay. Thick lines: each model's own measured agreement along its path, with its
+    cheapest set starred. Dashed: plain decoding (one full step per token).
     """
     if not paths:
         raise ValueError("no path to draw")
-    cm = cost_model
-    L = cm.n_layers
+    cm, L = cost_model, cost_model.n_layers
     fig = go.Figure()
     first = next(iter(paths))
     fixed = predicted_cost_frame(cm, paths[first], alphas=alphas, label=first)
-    greys = ["#d9d9d9", "#bdbdbd", "#969696", "#737373", "#525252"]
+    greys = ["#bdbdbd", "#969696", "#737373", "#525252"]
     for j, alpha in enumerate(alphas):
         part = fixed[(fixed.alpha_source == "fixed") & (fixed.alpha == float(alpha))]
         fig.add_trace(go.Scatter(
             x=part["n_skipped"], y=part["ms_per_token"], mode="lines", name=f"if agreement stayed at α = {alpha:g}",
-            line=dict(color=greys[min(j + 1, len(greys) - 1)], width=1.5), customdata=part["gamma"],
-            hovertemplate=f"α = {alpha:g}<br>%{{x}} skipped: %{{y:.2f}} ms/token (γ = %{{customdata}})<extra></extra>",
-        ))
+            line=dict(color=greys[min(j, len(greys) - 1)], width=1.5), customdata=part["gamma"],
+            hovertemplate=f"α = {alpha:g}<br>%{{x}} skipped: %{{y:.2f}} ms/token (γ = %{{customdata}})<extra></extra>"))
     for i, (name, path) in enumerate(paths.items()):
-        part = predicted_cost_frame(cm, path, label=name)
-        colour = MODEL_COLORS[i % len(MODEL_COLORS)]
-        fig.add_trace(go.Scatter(
-            x=part["n_skipped"], y=part["ms_per_token"], mode="lines+markers", name=f"{name}: its measured agreement",
-            line=dict(color=colour, width=3), marker=dict(size=5),
-            customdata=list(zip(part["alpha"], part["gamma"], part["speedup"])),
-            hovertemplate=(f"{name}<br>%{{x}} skipped: α = %{{customdata[0]:.2f}}, best γ = %{{customdata[1]}}<br>"
-                           "%{y:.2f} ms/token (%{customdata[2]:.2f}x)<extra></extra>"),
-        ))
-        best = part.loc[part["ms_per_token"].idxmin()]
-        fig.add_trace(go.Scatter(
-            x=[best["n_skipped"]], y=[best["ms_per_token"]], mode="markers+text",
-            marker=dict(symbol="star", size=16, color=colour, line=dict(color="black", width=1)),
-            text=[f"{best['speedup']:.2f}x"], textposition="bottom center", showlegend=False,
-            hovertemplate=(f"{name}: cheapest set on the path<br>{int(best['n_skipped'])} skipped, "
-                           f"α = {best['alpha']:.2f}, γ = {int(best['gamma'])}: %{{y:.2f}} ms/token<extra></extra>"),
-        ))
+        _add_path(fig, cm, name, path, MODEL_COLORS[i % len(MODEL_COLORS)])
     fig.add_trace(go.Scatter(x=[0, 2 * L], y=[cm.full_step_ms] * 2, mode="lines", line=dict(color="black", dash="dash"),
                              name=f"plain decoding: {cm.full_step_ms:.2f} ms/token (one full step)",
                              hovertemplate="plain decoding: %{y:.2f} ms/token<extra></extra>"))
@@ -144,9 +144,8 @@ def predicted_cost_figure(cost_model, paths: Mapping[str, Sequence], *, alphas: 
                         "<sup>along the greedy-elimination paths; γ = the best draft length for each α</sup>"),
         xaxis_title=f"blocks skipped (of {2 * L})", yaxis_title=f"predicted {UNIT} (lower is better)",
         legend=dict(yanchor="bottom", y=0.02, x=0.01, xanchor="left", bgcolor="rgba(255,255,255,0.85)"),
-        height=540, margin=dict(t=90),
-    )
-    ymax = max(t.y.max() if hasattr(t.y, "max") else max(t.y) for t in fig.data if t.y is not None and len(t.y))
+        height=540, margin=dict(t=90))
+    ymax = max(max(t.y) for t in fig.data if t.y is not None and len(t.y))
     fig.update_yaxes(range=[0, min(ymax, 2.5 * cm.full_step_ms) * 1.05])
     fig.update_xaxes(tickmode="linear", dtick=2)
     return fig

@@ -133,7 +133,7 @@ def playground_figure(grid: PlaygroundGrid, setting: Setting | None = None, live
     fig.update_xaxes(range=[min(grid.ratios) - 0.04, max(grid.ratios) + 0.04], row=1)
     fig.update_xaxes(range=[min(grid.thresholds) - 0.05, max(grid.thresholds) + 0.05], row=2)
     fig.update_layout(title=dict(text=figure_title(grid, setting), font=dict(size=14)), template="plotly_white",
-                      height=720, width=1250, margin=dict(t=80, b=120, l=60, r=20),
+                      height=720, margin=dict(t=80, b=120, l=60, r=20),
                       legend=dict(orientation="h", y=-0.13, x=0, font=dict(size=11)))
     return fig
 
@@ -152,7 +152,7 @@ def heatmap_figure(grid: PlaygroundGrid, policy: str | None = None, max_draft: i
                              name="best on this slice", marker=dict(symbol="square-open", size=38, color="black",
                                                                     line=dict(width=3))))
     fig.update_layout(title=f"{grid.name}: measured speedup, {s.policy} policy, max draft {s.max_draft} "
-                            f"(blue > 1 > red)", template="plotly_white", height=430, width=900,
+                            f"(blue > 1 > red)", template="plotly_white", height=430,
                       xaxis_title="skip ratio (fraction of the 2L blocks skipped)",
                       yaxis_title="draft-exit threshold (unitless)", showlegend=False)
     return fig
@@ -181,5 +181,5 @@ def model_comparison_figure(grids: dict[str, PlaygroundGrid], setting: Setting |
     fig.update_xaxes(title_text="skip ratio (fraction of the 2L blocks skipped)")
     fig.update_layout(title=f"{' vs '.join(grids)}: same decoding settings ({s0.policy} policy, threshold "
                             f"{s0.threshold:g}, max draft {s0.max_draft}), different training",
-                      template="plotly_white", height=440, width=1100, legend=dict(orientation="h", y=-0.2, x=0))
+                      template="plotly_white", height=440, legend=dict(orientation="h", y=-0.2, x=0))
     return fig

@@ -13,6 +13,7 @@ import math
 import statistics
 from typing import Mapping, Sequence
 
+import optuna
 import plotly.graph_objects as go
 
 from ..core.skip import SkipSet
@@ -32,8 +33,6 @@ def _feasible_value(trial) -> float:
 
 def optimization_history(study, *, title: str | None = None, baseline_ms: float | None = None) -> go.Figure:
     """Each trial's ms per generated token and the best so far (penalised out-of-bucket trials left out)."""
-    import optuna
-
     trials = [t for t in study.get_trials(deepcopy=False) if t.state == optuna.trial.TrialState.COMPLETE]
     penalised = any(not t.user_attrs.get("eval", {}).get("feasible", True) for t in trials)
     if not penalised:   # Optuna draws its own "Best Value" line only without a target function
@@ -64,8 +63,6 @@ def optimization_history(study, *, title: str | None = None, baseline_ms: float 
 
 def param_importances(study, *, title: str | None = None) -> go.Figure:
     """fANOVA importance of each block's skip/keep switch for the ms per generated token."""
-    import optuna
-
     fig = optuna.visualization.plot_param_importances(study, target_name=UNIT)
     fig.update_layout(
         title=title or f"Which blocks matter: importance for {UNIT} ({study.study_name})",

@@ -25,6 +25,10 @@ PALETTE = {
     # metrics and markers
     "acceptance": "#1f77b4", "tokens_per_step": "#2ca02c", "speedup": "#9467bd", "auxiliary": "#7f7f7f",
     "analytic": "#222222", "current": "#d62728", "live": "#ff7f0e",
+    # speculative sampling: the two distributions and what is left of p after the draft (notebook 05)
+    "target": "#2166ac", "draft": "#e08214", "residual": "#762a83",
+    # a slot of a Jacobi iteration (notebook 06): proven in an earlier iteration / proven now / changed / unchanged
+    "final": "#d9d9d9", "fixed_now": "#2ca25f", "changed": "#de2d26", "unchanged": "#c7e9c0",
     # kinds of decoding method
     "baseline": "#9e9e9e", "labkit": "#2e7d32", "transformers": "#1565c0",
     # families of drafters (notebook 08)
@@ -35,8 +39,9 @@ PALETTE = {
 }
 #: Line colours of models (or runs) compared side by side: first, second, ...
 MODEL_COLORS = ("#1b9e77", "#d95f02", "#7570b3", "#e7298a")
-#: Widest figure (px) that fits JupyterLab's output column in a 1280-px window.
-FIGURE_WIDTH = 1000
+#: Width (px) for figures that need a fixed one (widgets; text fitted to bars): JupyterLab's output column beside
+#: the file browser in a 1280-px window is 848 px. Static figures leave ``width`` unset and fill the column.
+FIGURE_WIDTH = 820
 
 _VISIBLE = {" ": "␣", "\n": "⏎", "\t": "⇥", "\r": "␍"}
 

@@ -124,89 +124,116 @@ def _fits(text: str, width_ms: float, px_per_ms: float) -> bool:
     return len(text) * _CHAR_PX + 4 <= width_ms * px_per_ms
 
 
+def _chip_hover(trace: Trace, i: int, j: int, kind: str, label: str) -> str:
+    """Hover text of drafted token j of step i: q, p, (sampling) the acceptance probability, the confidence."""
+    s = trace.steps[i]
+    q, p = s.q[j], s.p[j]
+    lines = [f"<b>{plotly_text(label)}</b>  ({KIND_LABELS[kind]})", f"step {i}, drafted token {j + 1} of {s.n_drafted}",
+             f"draft probability q = {q:.3f}", f"target probability p = {p:.3f}"]
+    if trace.sampling:
+        note = "" if kind != "discarded" else " (never tested: an earlier token was rejected)"
+        lines.append(f"accept probability min(1, p/q) = {min(1.0, p / q) if q > 0 else float('nan'):.3f}{note}")
+    else:
+        lines.append("greedy: accepted iff it equals the target's argmax")
+    lines.append(f"draft confidence (top-1) = {s.confidence[j]:.3f}"
+                 + (f", threshold {s.threshold:.3f}" if s.threshold is not None else ""))
+    return "<br>".join(lines)
+
+
+def _verify_hover(trace: Trace, i: int, kind: str, width_ms: float, full: dict) -> str:
+    """Hover text of step i's verify pass: what it checked, what it accepted, the token the target added."""
+    s, k = trace.steps[i], trace.steps[i].n_drafted
+    lines = [f"<b>step {i} · verify</b>: 1 forward pass of the full model checked {k} drafted token{'s' * (k != 1)}",
+             f"accepted {s.n_accepted} of {k}", f"{width_ms:.1f} ms (draft phase {1e3 * s.draft_s:.1f} ms)"]
+    if kind == "replacement":
+        lines.append(f"target's replacement <b>{plotly_text(full[s.next_token])}</b> for rejected "
+                     f"{plotly_text(full[s.drafted[s.n_accepted]])}")
+    elif kind == "bonus":
+        lines.append(f"all {k} accepted: target's bonus token <b>{plotly_text(full[s.next_token])}</b>")
+    else:
+        lines.append("the draft ended on an accepted end-of-text token: nothing more to add")
+    return "<br>".join(lines)
+
+
+class _Lanes:
+    """Collects one bar per token chip and verify pass, by kind, then turns them into plotly traces."""
+
+    def __init__(self, trace: Trace, tokenizer, lanes: tuple[float, float], px_per_ms: float):
+        self.trace, self.px_per_ms = trace, px_per_ms
+        self.y_draft, self.y_verify = lanes
+        ids = [t for s in trace.steps for t in s.drafted] + [s.next_token for s in trace.steps]
+        self.short, self.full = token_labels(tokenizer, ids), token_labels(tokenizer, ids, compact=False)
+        self.bars = {k: {"base": [], "x": [], "y": [], "text": [], "hover": [], "step": []} for k in KIND_COLORS}
+
+    def add(self, kind: str, start: float, width: float, y: float, text: str, hover: str, step: int) -> None:
+        for key, value in zip(("base", "x", "y", "text", "hover", "step"), (start, width, y, text, hover, step)):
+            self.bars[kind][key].append(value)
+
+    def prefill(self) -> None:
+        t = self.trace
+        text = f"prompt: {t.prompt_length} tokens"
+        self.add("prefill", 0.0, 1e3 * t.prefill_s, self.y_verify,
+                 text if _fits(text, 1e3 * t.prefill_s, self.px_per_ms) else "",
+                 f"<b>prefill</b>: the full model reads the {t.prompt_length}-token prompt<br>"
+                 f"{1e3 * t.prefill_s:.1f} ms", -1)
+
+    def draft_chips(self, i: int, row) -> None:
+        """One chip per drafted token, sharing the step's measured draft time equally."""
+        s = self.trace.steps[i]
+        chip = (row.draft_end_ms - row.draft_start_ms) / s.n_drafted if s.n_drafted else 0.0
+        for j, tok in enumerate(s.drafted):
+            kind = "accepted" if j < s.n_accepted else ("rejected" if j == s.n_accepted else "discarded")
+            text = ""
+            if _fits(self.short[tok], chip, self.px_per_ms):       # measured on the plain label: tags take no room
+                text = plotly_text(self.short[tok])
+                text = f"<s>{text}</s>" if kind == "discarded" else text
+            self.add(kind, row.draft_start_ms + j * chip, chip, self.y_draft, text,
+                     _chip_hover(self.trace, i, j, kind, self.full[tok]), i)
+
+    def verify_bar(self, i: int, row) -> None:
+        """The verify pass: one bar, coloured by the token the target appended, with the longest text that fits."""
+        s = self.trace.steps[i]
+        width = row.verify_end_ms - row.verify_start_ms
+        kind = s.next_kind if s.next_kind in TARGET_KINDS else "verify"
+        label = self.short[s.next_token] if kind != "verify" else ""
+        candidates = [f"checks {s.n_drafted} → {{}}", "→ {}", "{}"] if label else [f"checks {s.n_drafted}"]
+        text = next((c.format(plotly_text(label)) for c in candidates if _fits(c.format(label), width, self.px_per_ms)),
+                    "")
+        self.add(kind, row.verify_start_ms, width, self.y_verify, text,
+                 _verify_hover(self.trace, i, kind, width, self.full), i)
+
+    def traces(self, showlegend: bool) -> list:
+        out = []
+        for kind, b in self.bars.items():
+            if not b["x"]:
+                continue
+            marker = dict(color=KIND_COLORS[kind], line=dict(color="white", width=1))
+            if kind == "discarded":
+                marker["pattern"] = dict(shape="/", fgcolor="#9e9e9e", size=6, solidity=0.15)
+            if kind == "prefill":
+                marker["line"] = dict(color="#9e9e9e", width=1)
+            out.append(go.Bar(
+                orientation="h", base=b["base"], x=b["x"], y=b["y"], width=0.62, name=KIND_LABELS[kind],
+                legendgroup=kind, showlegend=showlegend, marker=marker, text=b["text"], textposition="inside",
+                insidetextanchor="middle", textangle=0, textfont=dict(color=KIND_TEXT_COLORS[kind], size=11),
+                hovertext=b["hover"], hovertemplate="%{hovertext}<extra></extra>", customdata=b["step"],
+                meta={"kind": kind}, cliponaxis=True,
+            ))
+        return out
+
+
 def _timeline_bars(trace: Trace, tokenizer, *, lanes: tuple[float, float], px_per_ms: float, include_prefill: bool,
                    showlegend: bool):
     """Plotly bar traces (one per kind, ``meta={"kind": ...}``) for one trace's two lanes, and its step times."""
-    y_draft, y_verify = lanes
     times = step_times(trace, include_prefill)
-    ids = [t for s in trace.steps for t in s.drafted] + [s.next_token for s in trace.steps]
-    short, full = token_labels(tokenizer, ids), token_labels(tokenizer, ids, compact=False)
-    bars = {k: {"base": [], "x": [], "y": [], "text": [], "hover": [], "step": []} for k in KIND_COLORS}
-
-    def add(kind, start, width, y, text, hover, step):
-        b = bars[kind]
-        b["base"].append(start)
-        b["x"].append(width)
-        b["y"].append(y)
-        b["text"].append(text)
-        b["hover"].append(hover)
-        b["step"].append(step)
-
+    collected = _Lanes(trace, tokenizer, lanes, px_per_ms)
     if include_prefill:
-        text = f"prompt: {trace.prompt_length} tokens"
-        text = text if _fits(text, 1e3 * trace.prefill_s, px_per_ms) else ""
-        add("prefill", 0.0, 1e3 * trace.prefill_s, y_verify, text,
-            f"<b>prefill</b>: the full model reads the {trace.prompt_length}-token prompt<br>"
-            f"{1e3 * trace.prefill_s:.1f} ms", -1)
-    for i, s in enumerate(trace.steps):
+        collected.prefill()
+    for i in range(len(trace.steps)):
         row = times.iloc[i]
-        k = s.n_drafted
-        chip = (row.draft_end_ms - row.draft_start_ms) / k if k else 0.0
-        for j, tok in enumerate(s.drafted):
-            kind = "accepted" if j < s.n_accepted else ("rejected" if j == s.n_accepted else "discarded")
-            q, p = s.q[j], s.p[j]
-            lines = [f"<b>{plotly_text(full[tok])}</b>  ({KIND_LABELS[kind]})",
-                     f"step {i}, drafted token {j + 1} of {k}",
-                     f"draft probability q = {q:.3f}", f"target probability p = {p:.3f}"]
-            if trace.sampling:
-                ratio = min(1.0, p / q) if q > 0 else float("nan")
-                note = "" if kind != "discarded" else " (never tested: an earlier token was rejected)"
-                lines.append(f"accept probability min(1, p/q) = {ratio:.3f}{note}")
-            else:
-                lines.append("greedy: accepted iff it equals the target's argmax")
-            lines.append(f"draft confidence (top-1) = {s.confidence[j]:.3f}"
-                         + (f", threshold {s.threshold:.3f}" if s.threshold is not None else ""))
-            text = ""
-            if _fits(short[tok], chip, px_per_ms):      # measured on the plain label: tags take no room
-                text = plotly_text(short[tok])
-                text = f"<s>{text}</s>" if kind == "discarded" else text
-            add(kind, row.draft_start_ms + j * chip, chip, y_draft, text, "<br>".join(lines), i)
-        # the verify pass: one bar, coloured by the token the target appended
-        width = row.verify_end_ms - row.verify_start_ms
-        kind = s.next_kind if s.next_kind in TARGET_KINDS else "verify"
-        tok_text = plotly_text(short[s.next_token]) if kind != "verify" else ""
-        head = f"<b>step {i} · verify</b>: 1 forward pass of the full model checked {k} drafted token{'s' * (k != 1)}"
-        lines = [head, f"accepted {s.n_accepted} of {k}", f"{width:.1f} ms (draft phase {1e3 * s.draft_s:.1f} ms)"]
-        if kind == "replacement":
-            lines.append(f"target's replacement <b>{plotly_text(full[s.next_token])}</b> for rejected "
-                         f"{plotly_text(full[s.drafted[s.n_accepted]])}")
-        elif kind == "bonus":
-            lines.append(f"all {k} accepted: target's bonus token <b>{plotly_text(full[s.next_token])}</b>")
-        else:
-            lines.append("the draft ended on an accepted end-of-text token: nothing more to add")
-        label = short[s.next_token] if kind != "verify" else ""
-        # longest text that fits; lengths are measured on the plain label
-        candidates = [f"checks {k} → {{}}", "→ {}", "{}"] if label else [f"checks {k}"]
-        text = next((c.format(tok_text) for c in candidates if _fits(c.format(label), width, px_per_ms)), "")
-        add(kind, row.verify_start_ms, width, y_verify, text, "<br>".join(lines), i)
-
-    traces = []
-    for kind, b in bars.items():
-        if not b["x"]:
-            continue
-        marker = dict(color=KIND_COLORS[kind], line=dict(color="white", width=1))
-        if kind == "discarded":
-            marker["pattern"] = dict(shape="/", fgcolor="#9e9e9e", size=6, solidity=0.15)
-        if kind == "prefill":
-            marker["line"] = dict(color="#9e9e9e", width=1)
-        traces.append(go.Bar(
-            orientation="h", base=b["base"], x=b["x"], y=b["y"], width=0.62, name=KIND_LABELS[kind],
-            legendgroup=kind, showlegend=showlegend, marker=marker, text=b["text"], textposition="inside",
-            insidetextanchor="middle", textangle=0, textfont=dict(color=KIND_TEXT_COLORS[kind], size=11),
-            hovertext=b["hover"], hovertemplate="%{hovertext}<extra></extra>", customdata=b["step"],
-            meta={"kind": kind}, cliponaxis=True,
-        ))
-    return traces, times
+        collected.draft_chips(i, row)
+        collected.verify_bar(i, row)
+    return collected.traces(showlegend), times
 
 
 def _lane_axis(draft_label: str, lanes=(1.0, 0.0)) -> dict:
@@ -239,7 +266,7 @@ def highlight_shape(times, step: int, y0=-0.5, y1=1.6, xref="x", yref="y") -> di
 
 def timeline_figure(trace, tokenizer, *, steps: tuple[int, int] | None = None,
                     window_ms: tuple[float, float] | None = None, draft_label: str = "skipped layers",
-                    highlight_step: int | None = None, include_prefill: bool = True, width: int = FIGURE_WIDTH,
+                    highlight_step: int | None = None, include_prefill: bool = True, width: int | None = None,
                     height: int = 330, title: str | None = None):
     """Draft and verify lanes on one wall-clock axis (ms), one chip per token.
 
@@ -250,7 +277,7 @@ def timeline_figure(trace, tokenizer, *, steps: tuple[int, int] | None = None,
     trace = as_trace(trace)
     times = step_times(trace, include_prefill)
     x0, x1 = _window_ms(times, trace, steps, window_ms, include_prefill)
-    px_per_ms = (width - _PLOT_MARGIN_PX) / max(x1 - x0, 1e-9)
+    px_per_ms = ((width or FIGURE_WIDTH) - _PLOT_MARGIN_PX) / max(x1 - x0, 1e-9)     # chip text fits a column this wide
     bars, _ = _timeline_bars(trace, tokenizer, lanes=(1.0, 0.0), px_per_ms=px_per_ms, include_prefill=include_prefill,
                              showlegend=True)
     fig = go.Figure(bars)
@@ -272,7 +299,7 @@ def timeline_figure(trace, tokenizer, *, steps: tuple[int, int] | None = None,
 
 
 def comparison_figure(traces: dict, tokenizer, *, window_ms: tuple[float, float] | None = None,
-                      first_steps: int | None = None, draft_labels: dict | None = None, width: int = FIGURE_WIDTH,
+                      first_steps: int | None = None, draft_labels: dict | None = None, width: int | None = None,
                       row_height: int = 190,
                       title: str = "Same prompt, different drafting: timelines on one time scale"):
     """Timelines of several runs stacked on a shared ms axis (``traces``: {label: Trace or GenerationResult}).
@@ -294,7 +321,7 @@ def comparison_figure(traces: dict, tokenizer, *, window_ms: tuple[float, float]
         last = (lambda t: len(t) - 1) if first_steps is None else (lambda t: min(first_steps, len(t)) - 1)
         end = max((float(t.verify_end_ms.iloc[last(t)]) for t in all_times.values() if len(t)), default=1.0)
         window_ms = (-0.01 * end, 1.01 * end)
-    px_per_ms = (width - _PLOT_MARGIN_PX) / max(window_ms[1] - window_ms[0], 1e-9)
+    px_per_ms = ((width or FIGURE_WIDTH) - _PLOT_MARGIN_PX) / max(window_ms[1] - window_ms[0], 1e-9)
     seen = set()
     for r, label in enumerate(labels, start=1):
         trace = as_trace(traces[label])

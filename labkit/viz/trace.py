@@ -9,7 +9,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from ..core.trace import Trace
-from .style import FIGURE_WIDTH, PALETTE, token_labels, visible
+from .style import PALETTE, token_labels, visible
 from .timeline import DRAFT_KINDS, KIND_COLORS, KIND_LABELS, TARGET_KINDS, as_trace, header, plotly_text
 
 __all__ = ["confidence_figure", "threshold_trajectory_figure", "one_pass_figure", "step_html"]
@@ -22,7 +22,37 @@ def _step_window(trace: Trace, steps):
     return range(max(0, steps[0]), min(n, steps[1] + 1))
 
 
-def confidence_figure(trace, tokenizer=None, *, steps: tuple[int, int] | None = None, width: int = FIGURE_WIDTH,
+def _confidence_points(trace: Trace, window, labels: dict) -> dict:
+    """Markers per token kind, the connecting line, the threshold segments and the stop rings, laid out with a
+    gap between steps; also the x tick of each (or every n-th) step."""
+    out = {"pts": {k: {"x": [], "y": [], "hover": []} for k in DRAFT_KINDS}, "line": ([], []), "thr": ([], []),
+           "stop": ([], []), "ticks": ([], [])}
+    x, every = 0, max(1, math.ceil(len(window) / 25))
+    for n, i in enumerate(window):
+        s = trace.steps[i]
+        if n % every == 0:
+            out["ticks"][0].append(x + (max(s.n_drafted, 1) - 1) / 2)
+            out["ticks"][1].append(str(i))
+        for j, (tok, c) in enumerate(zip(s.drafted, s.confidence)):
+            kind = "accepted" if j < s.n_accepted else ("rejected" if j == s.n_accepted else "discarded")
+            thr = "" if s.threshold is None else f"<br>threshold in force {s.threshold:.3f}"
+            tok_text = plotly_text(labels[tok]) if labels else str(tok)
+            for key, value in (("x", x + j), ("y", c), ("hover", f"<b>{tok_text}</b> ({KIND_LABELS[kind]})<br>step {i}, "
+                               f"drafted token {j + 1} of {s.n_drafted}<br>confidence (draft top-1 prob.) {c:.3f}{thr}")):
+                out["pts"][kind][key].append(value)
+        out["line"][0].extend([x + j for j in range(s.n_drafted)] + [None])
+        out["line"][1].extend(list(s.confidence) + [None])
+        if s.threshold is not None and s.n_drafted:
+            out["thr"][0].extend([x - 0.45, x + s.n_drafted - 0.55, None])
+            out["thr"][1].extend([s.threshold, s.threshold, None])
+            if s.confidence[-1] < s.threshold:
+                out["stop"][0].append(x + s.n_drafted - 1)
+                out["stop"][1].append(s.confidence[-1])
+        x += max(s.n_drafted, 1) + 1                                    # a gap between steps
+    return out
+
+
+def confidence_figure(trace, tokenizer=None, *, steps: tuple[int, int] | None = None, width: int | None = None,
                       height: int = 420):
     """Each step's draft confidences (top-1 probability) with the threshold in force over them.
 
@@ -32,72 +62,82 @@ def confidence_figure(trace, tokenizer=None, *, steps: tuple[int, int] | None = 
     trace = as_trace(trace)
     window = _step_window(trace, steps)
     labels = token_labels(tokenizer, [t for i in window for t in trace.steps[i].drafted]) if tokenizer else {}
-    pts = {k: {"x": [], "y": [], "hover": []} for k in DRAFT_KINDS}
-    line_x, line_y, thr_x, thr_y, stop_x, stop_y = [], [], [], [], [], []
-    tickvals, ticktext = [], []
-    x = 0
-    every = max(1, math.ceil(len(window) / 25))
-    for n, i in enumerate(window):
-        s = trace.steps[i]
-        if n % every == 0:
-            tickvals.append(x + (max(s.n_drafted, 1) - 1) / 2)
-            ticktext.append(str(i))
-        for j, (tok, c) in enumerate(zip(s.drafted, s.confidence)):
-            kind = "accepted" if j < s.n_accepted else ("rejected" if j == s.n_accepted else "discarded")
-            pts[kind]["x"].append(x + j)
-            pts[kind]["y"].append(c)
-            tok_text = plotly_text(labels[tok]) if labels else str(tok)
-            thr = "" if s.threshold is None else f"<br>threshold in force {s.threshold:.3f}"
-            pts[kind]["hover"].append(f"<b>{tok_text}</b> ({KIND_LABELS[kind]})<br>step {i}, drafted token {j + 1} of "
-                                      f"{s.n_drafted}<br>confidence (draft top-1 prob.) {c:.3f}{thr}")
-            line_x.append(x + j)
-            line_y.append(c)
-        line_x.append(None)
-        line_y.append(None)
-        if s.threshold is not None and s.n_drafted:
-            thr_x += [x - 0.45, x + s.n_drafted - 0.55, None]
-            thr_y += [s.threshold, s.threshold, None]
-            last = s.confidence[-1]
-            if last < s.threshold:
-                stop_x.append(x + s.n_drafted - 1)
-                stop_y.append(last)
-        x += max(s.n_drafted, 1) + 1          # a gap between steps
-    fig = go.Figure()
-    fig.add_trace(go.Scatter(x=line_x, y=line_y, mode="lines", line=dict(color="#bdbdbd", width=1),
-                             hoverinfo="skip", showlegend=False))
-    if thr_x:
-        fig.add_trace(go.Scatter(x=thr_x, y=thr_y, mode="lines", line=dict(color=PALETTE["threshold"], width=2.5),
-                                 name="threshold in force (stop below it)", hoverinfo="skip"))
-    for kind in DRAFT_KINDS:
-        p = pts[kind]
-        if not p["x"]:
-            continue
-        fig.add_trace(go.Scatter(
-            x=p["x"], y=p["y"], mode="markers", name=KIND_LABELS[kind], legendgroup=kind, meta={"kind": kind},
-            marker=dict(color=KIND_COLORS[kind], size=9, line=dict(color="#525252" if kind == "discarded" else "white",
-                                                                     width=1)),
-            hovertext=p["hover"], hovertemplate="%{hovertext}<extra></extra>"))
-    if stop_x:
-        fig.add_trace(go.Scatter(x=stop_x, y=stop_y, mode="markers", name="stop: confidence fell below the threshold",
-                                 marker=dict(symbol="circle-open", size=17, color="black", line=dict(width=2)),
-                                 hoverinfo="skip"))
+    data = _confidence_points(trace, window, labels)
+    fig = go.Figure(go.Scatter(x=data["line"][0], y=data["line"][1], mode="lines", line=dict(color="#bdbdbd", width=1),
+                               hoverinfo="skip", showlegend=False))
+    if data["thr"][0]:
+        fig.add_trace(go.Scatter(x=data["thr"][0], y=data["thr"][1], mode="lines", hoverinfo="skip",
+                                 line=dict(color=PALETTE["threshold"], width=2.5), name="threshold in force (stop below it)"))
+    for kind, p in data["pts"].items():
+        if p["x"]:
+            fig.add_trace(go.Scatter(
+                x=p["x"], y=p["y"], mode="markers", name=KIND_LABELS[kind], legendgroup=kind, meta={"kind": kind},
+                marker=dict(color=KIND_COLORS[kind], size=9,
+                            line=dict(color="#525252" if kind == "discarded" else "white", width=1)),
+                hovertext=p["hover"], hovertemplate="%{hovertext}<extra></extra>"))
+    if data["stop"][0]:
+        fig.add_trace(go.Scatter(x=data["stop"][0], y=data["stop"][1], mode="markers", hoverinfo="skip",
+                                 name="stop: confidence fell below the threshold",
+                                 marker=dict(symbol="circle-open", size=17, color="black", line=dict(width=2))))
     top = max([c for i in window for c in trace.steps[i].confidence]
               + [t for i in window if (t := trace.steps[i].threshold) is not None] + [0.5])
     policy = "no threshold (count-only policy)" if all(trace.steps[i].threshold is None for i in window) else \
         "ringed markers fell below the threshold, so drafting stopped there"
     header(fig, f"Why drafting stopped: the draft's confidence at each drafted token<br><sup>{policy}; "
-                 f"the other steps hit the draft limit, the token budget or end-of-text</sup>", height)
+                f"the other steps hit the draft limit, the token budget or end-of-text</sup>", height)
     fig.update_layout(
         width=width, plot_bgcolor="white",
-        xaxis=dict(title="step (its drafted tokens left to right; gaps separate steps)", tickvals=tickvals,
-                   ticktext=ticktext, showgrid=False, zeroline=False),
+        xaxis=dict(title="step (its drafted tokens left to right; gaps separate steps)", tickvals=data["ticks"][0],
+                   ticktext=data["ticks"][1], showgrid=False, zeroline=False),
         yaxis=dict(title="draft top-1 probability", range=[-0.02, min(1.05, top + 0.1)], gridcolor="#eeeeee",
-                   zeroline=False),
-    )
+                   zeroline=False))
     return fig
 
 
-def threshold_trajectory_figure(trace, *, target: float | None = None, width: int = FIGURE_WIDTH, height: int = 560):
+def _smoothed_rate(trace: Trace) -> tuple[list, str]:
+    """The acceptance rate the policy saw at each step (AdaptiveThreshold's smoothed rate), else the cumulative one."""
+    smoothed = [s.policy_state.get("acceptance_rate") for s in trace.steps]
+    if all(v is not None for v in smoothed):
+        return smoothed, "smoothed acceptance rate (what the policy sees)"
+    acc = drafted = 0
+    out = []
+    for s in trace.steps:
+        acc, drafted = acc + s.n_accepted, drafted + s.n_drafted
+        out.append(acc / drafted if drafted else None)
+    return out, "acceptance rate so far (cumulative)"
+
+
+def _below_target_runs(rates: list, target: float) -> list[list[int]]:
+    """Contiguous runs [first, last] of steps whose rate was below the target."""
+    runs = []
+    for i, r in enumerate(rates):
+        if r is None or r >= target:
+            continue
+        if runs and runs[-1][1] == i - 1:
+            runs[-1][1] = i
+        else:
+            runs.append([i, i])
+    return runs
+
+
+def _add_target(fig, steps: list[int], rates: list, target: float) -> None:
+    """The target rate as a dashed line, and shading (through both rows) where the rate was below it."""
+    fig.add_trace(go.Scatter(x=[steps[0] - 0.5, steps[-1] + 0.5] if steps else [], y=[target, target], mode="lines",
+                             name=f"target acceptance {target:g}", hoverinfo="skip",
+                             line=dict(color=KIND_COLORS["accepted"], dash="dash", width=1.5)),
+                  row=1, col=1, secondary_y=False)
+    runs = _below_target_runs(rates, target)
+    for a, b in runs:
+        fig.add_shape(type="rect", xref="x", yref="paper", x0=a, x1=b + 1, y0=0, y1=1, layer="below",
+                      fillcolor="rgba(222,45,38,0.08)", line_width=0)
+    if runs:
+        fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", hoverinfo="skip",
+                                 name="below target: threshold rises next step",
+                                 marker=dict(symbol="square", size=12, color="rgba(222,45,38,0.18)")),
+                      row=1, col=1, secondary_y=False)
+
+
+def threshold_trajectory_figure(trace, *, target: float | None = None, width: int | None = None, height: int = 560):
     """The adaptive threshold over a generation, against the (smoothed) acceptance rate that drives it.
 
     Top: each step's acceptance (accepted / drafted), the smoothed rate the policy reads from
@@ -106,78 +146,49 @@ def threshold_trajectory_figure(trace, *, target: float | None = None, width: in
     threshold in force at each step. Shaded: steps after which the smoothed rate was below the target,
     so the threshold rose for the next step.
     """
-    import plotly.graph_objects as go
     trace = as_trace(trace)
     steps = list(range(len(trace.steps)))
     thr = [s.threshold for s in trace.steps]
-    smoothed = [s.policy_state.get("acceptance_rate") for s in trace.steps]
-    if any(v is None for v in smoothed):      # not an adaptive policy: cumulative acceptance instead
-        acc = drafted = 0
-        smoothed = []
-        for s in trace.steps:
-            acc, drafted = acc + s.n_accepted, drafted + s.n_drafted
-            smoothed.append(acc / drafted if drafted else None)
-        rate_name = "acceptance rate so far (cumulative)"
-    else:
-        rate_name = "smoothed acceptance rate (what the policy sees)"
-    raw = [s.n_accepted / s.n_drafted if s.n_drafted else None for s in trace.steps]
+    rates, rate_name = _smoothed_rate(trace)
     has_threshold = any(t is not None for t in thr)
     fig = make_subplots(rows=2 if has_threshold else 1, cols=1, shared_xaxes=True, vertical_spacing=0.08,
                         row_heights=[0.6, 0.4] if has_threshold else None,
                         specs=[[{"secondary_y": True}]] + ([[{}]] if has_threshold else []))
-    fig.add_trace(go.Bar(x=steps, y=[s.n_drafted for s in trace.steps], name="tokens drafted in the step",
-                         marker=dict(color="rgba(120,120,120,0.25)"),
+    drafted = [s.n_drafted for s in trace.steps]
+    fig.add_trace(go.Bar(x=steps, y=drafted, name="tokens drafted in the step", marker=dict(color="rgba(120,120,120,0.25)"),
                          hovertemplate="step %{x}: %{y} drafted<extra></extra>"), row=1, col=1, secondary_y=True)
-    fig.add_trace(go.Scatter(x=steps, y=raw, mode="markers", name="this step's acceptance (accepted / drafted)",
+    fig.add_trace(go.Scatter(x=steps, y=[s.n_accepted / s.n_drafted if s.n_drafted else None for s in trace.steps],
+                             mode="markers", name="this step's acceptance (accepted / drafted)",
                              marker=dict(color=KIND_COLORS["accepted"], size=5, opacity=0.45),
                              hovertemplate="step %{x}: %{y:.2f}<extra></extra>"), row=1, col=1, secondary_y=False)
-    fig.add_trace(go.Scatter(x=steps, y=smoothed, mode="lines", name=rate_name,
+    fig.add_trace(go.Scatter(x=steps, y=rates, mode="lines", name=rate_name,
                              line=dict(color=KIND_COLORS["accepted"], width=2.5),
                              hovertemplate="step %{x}: %{y:.3f}<extra></extra>"), row=1, col=1, secondary_y=False)
     if target is not None:
-        fig.add_trace(go.Scatter(x=[steps[0] - 0.5, steps[-1] + 0.5] if steps else [], y=[target, target],
-                                 mode="lines", name=f"target acceptance {target:g}", hoverinfo="skip",
-                                 line=dict(color=KIND_COLORS["accepted"], dash="dash", width=1.5)),
-                      row=1, col=1, secondary_y=False)
-        below = [i for i, r in enumerate(smoothed) if r is not None and r < target]
-        runs = []
-        for i in below:                              # contiguous runs of steps below the target
-            if runs and runs[-1][1] == i - 1:
-                runs[-1][1] = i
-            else:
-                runs.append([i, i])
-        for a, b in runs:
-            fig.add_shape(type="rect", xref="x", yref="paper", x0=a, x1=b + 1, y0=0, y1=1, layer="below",
-                          fillcolor="rgba(222,45,38,0.08)", line_width=0)      # through both rows
-        if runs:
-            fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", hoverinfo="skip",
-                                     name="below target: threshold rises next step",
-                                     marker=dict(symbol="square", size=12, color="rgba(222,45,38,0.18)")),
-                          row=1, col=1, secondary_y=False)
+        _add_target(fig, steps, rates, target)
     if has_threshold:
-        fig.add_trace(go.Scatter(x=steps, y=thr, mode="lines", line=dict(color=PALETTE["threshold"], width=2.5, shape="hv"),
-                                 name="threshold in force", hovertemplate="step %{x}: %{y:.3f}<extra></extra>"),
-                      row=2, col=1)
+        fig.add_trace(go.Scatter(x=steps, y=thr, mode="lines", name="threshold in force",
+                                 line=dict(color=PALETTE["threshold"], width=2.5, shape="hv"),
+                                 hovertemplate="step %{x}: %{y:.3f}<extra></extra>"), row=2, col=1)
         lo, hi = min(t for t in thr if t is not None), max(t for t in thr if t is not None)
         pad = max(0.01, 0.1 * (hi - lo))
         fig.update_yaxes(title_text="threshold (probability)", range=[lo - pad, hi + pad], gridcolor="#eeeeee",
                          row=2, col=1)
-    s = trace.summary()
     header(fig, "The adaptive threshold follows the acceptance rate<br><sup>below the target the threshold "
-                 "rises (draft fewer, safer tokens); above it the threshold falls (draft more) · "
-                 f"{s['steps']} steps, {s['emitted']} tokens</sup>", height, legend_rows=2, right=70)
+                "rises (draft fewer, safer tokens); above it the threshold falls (draft more) · "
+                f"{len(steps)} steps, {trace.n_emitted} tokens</sup>", height, legend_rows=2, right=70)
     fig.update_layout(width=width, plot_bgcolor="white", bargap=0.15)
     fig.update_xaxes(showgrid=False)
     fig.update_xaxes(title_text="step", row=2 if has_threshold else 1, col=1)
-    fig.update_yaxes(title_text="acceptance rate", range=[0, 1.05], gridcolor="#eeeeee", row=1, col=1,
-                     secondary_y=False)
-    top = max([st.n_drafted for st in trace.steps] + [1])
+    fig.update_yaxes(title_text="acceptance rate", range=[0, 1.05], gridcolor="#eeeeee", row=1, col=1, secondary_y=False)
+    top = max(drafted + [1])
     fig.update_yaxes(title_text="tokens drafted", range=[0, max(3.0, 2.5 * top)], dtick=max(1, math.ceil(top / 4)),
                      showgrid=False, row=1, col=1, secondary_y=True)
     return fig
 
 
-def one_pass_figure(check: dict, *, max_rows: int = 14, width: int = 900, plain_ms_per_token: float | None = None):
+def one_pass_figure(check: dict, *, max_rows: int = 14, width: int | None = None,
+                    plain_ms_per_token: float | None = None):
     """The one-pass check as a table: the token fed in, the sequence's next token, the argmax at that position."""
     table = check["table"].head(max_rows)
     has_text = "next_text" in table

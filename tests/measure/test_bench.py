@@ -64,3 +64,30 @@ def test_summary_arithmetic():
     assert rows["m: self-spec"]["acceptance"] == pytest.approx(0.75)
     # limit = (A + 1) / (d c + c_v) with A = 1.5, d = 2, c = 1.25 ms / 10 ms, c_v = 10 ms / 10 ms
     assert rows["m: self-spec"]["limit"] == pytest.approx(2.5 / (2 * 0.125 + 1.0))
+
+
+def test_jacobi_rows_are_greedy_rows_checked_against_the_plain_loop(tiny_folders, tmp_path):
+    cfg = bench.BenchConfig.quick(models=(tiny_folders["target"],), draft_model="absent-draft", n_prompts=1,
+                                  max_new_tokens=10, repeats=1, hf_builtins=False, sampling=False, jacobi=True,
+                                  jacobi_block=4, out_dir=str(tmp_path))
+    rows = {r["method"]: r for r in bench.run_benchmark(cfg)["greedy"]}
+    parallel = [r for name, r in rows.items() if "jacobi," in name or "gauss-seidel," in name]
+    assert len(parallel) == 6 and all("(block 4)" in r["method"] for r in parallel)
+    for r in parallel:
+        assert r["identical_to_plain"] is True, r["method"]
+        assert r["greedy"] and 1.0 <= r["tokens_per_step"] <= 4.0 and 0.0 <= r["acceptance"] <= 1.0
+    assert not bench.BenchConfig.quick().jacobi and bench.BenchConfig().jacobi       # on by default in full runs
+
+
+def test_jacobi_record_reads_iterations_as_steps():
+    import torch
+
+    from labkit import jacobi_generate
+
+    model = tiny_model("llama", n_layers=2, vocab_size=97)
+    result = jacobi_generate(model, torch.tensor([[1, 2, 3]]), 15, block_size=5, init="repeat")
+    rec = bench._jacobi_record(result, 0.5)
+    its = result.trace.iterations
+    assert rec.steps == len(its) and rec.n_new == 15
+    assert rec.accepted + rec.steps == 15                       # each iteration: confirmed guesses + 1 token
+    assert rec.drafted == sum(it.width - 1 for it in its)

@@ -1,0 +1,138 @@
+"""Notebook 06's glue: the iteration stepper (slider and ◀ ▶ over the positions × iterations grid of real runs)
+and the sentences that compare methods, written from the measured numbers (so they stay true on any rerun).
+
+Notation: a Jacobi iteration is one forward of the target p over a block of guessed tokens; it fixes the matched
+prefix plus one. "Forwards per token" counts forwards of the full model (plain decoding: 1).
+"""
+from __future__ import annotations
+
+
+
+from ..viz.jacobi import grid_title, grid_view, iteration_grid_figure
+from ..viz.style import FIGURE_WIDTH
+from ..viz.widgets import as_widget, update_widget
+
+__all__ = ["IterationStepper", "forwards_sentence", "speed_sentence", "why_sentence"]
+
+
+def _tokens_per_forward_phrase(tpf: float) -> str:
+    if tpf < 1.02:
+        return "no better than plain decoding's one"
+    if tpf < 1.15:
+        return "barely more than plain decoding's one"
+    return "clearly more than plain decoding's one"
+
+
+def forwards_sentence(frame, vanilla: str = "jacobi, pad", speculative: str = "self-speculative") -> str:
+    """How many full-model forwards per token vanilla Jacobi needed, the best parallel (Jacobi / Gauss-Seidel)
+    variant, and self-speculative decoding; ``frame`` from :func:`labkit.measure.parallel.compare_decoders`."""
+    v = frame.loc[vanilla]
+    text = (f"Vanilla Jacobi ({vanilla}) needed {v.forwards_per_token:.3f} forwards of the full model per token, i.e. "
+            f"{v.tokens_per_forward:.2f} tokens per forward: {_tokens_per_forward_phrase(v.tokens_per_forward)}.")
+    parallel = [m for m in frame.index if m.startswith(("jacobi", "gauss-seidel")) and m != vanilla]
+    if parallel:
+        best = min(parallel, key=lambda m: frame.loc[m, "forwards_per_token"])
+        b = frame.loc[best]
+        relation = ("fewer than" if b.forwards_per_token < v.forwards_per_token else "no fewer than")
+        text += (f" The best other parallel variant, {best}, needed {b.forwards_per_token:.3f} "
+                 f"({relation} vanilla Jacobi).")
+    if speculative in frame.index:
+        s = frame.loc[speculative]
+        fewest = frame.loc[[vanilla] + parallel, "forwards_per_token"].min()
+        relation = ("fewer than every parallel variant" if s.forwards_per_token < fewest else
+                    "not fewer than the best parallel variant")
+        text += (f" Self-speculative decoding needed {s.forwards_per_token:.3f}, {relation} "
+                 f"(its drafting forwards of the skipped model are not counted here; the wall clock includes them).")
+    return text
+
+
+def speed_sentence(frame, reference: str | None = None) -> str:
+    """Which methods ran faster than the reference on this machine, and which slower, by the measured medians."""
+    reference = reference or frame.index[0]
+    rows = [(m, float(frame.loc[m, "speedup"])) for m in frame.index if m != reference]
+    faster = [f"{m} ({s:.2f}×)" for m, s in sorted(rows, key=lambda r: -r[1]) if s > 1.0]
+    slower = [f"{m} ({s:.2f}×)" for m, s in sorted(rows, key=lambda r: -r[1]) if s <= 1.0]
+    parts = []
+    if faster:
+        parts.append(f"faster than the {reference}: {', '.join(faster)}")
+    if slower:
+        parts.append(f"not faster than the {reference}: {', '.join(slower)}")
+    return "Wall clock on this machine (median of the interleaved repetitions) — " + "; ".join(parts) + "."
+
+
+def why_sentence(stats: dict, label: str = "vanilla Jacobi") -> str:
+    """Why vanilla Jacobi barely beats one token per forward, in the numbers of
+    :func:`labkit.measure.parallel.jacobi_statistics`."""
+    share, right = stats["one_token_share"], stats["guess_right_rate"]
+    verdict = ("so nearly every iteration fixed only the one token that needs no guess" if share >= 0.8 else
+               "so many iterations fixed more than the one token that needs no guess")
+    return (f"In {label}, {share:.0%} of the {stats['iterations']} iterations fixed exactly one token, and a guess fed "
+            f"into the model was already the right token {right:.1%} of the time ({verdict}; the most one iteration "
+            f"fixed was {stats['max_fixed']}).")
+
+
+class IterationStepper:
+    """Step through the iterations of real Jacobi runs (``runs``: {label: jacobi_generate result}): a run selector,
+    ◀ ▶ and a slider; the grid shows the iterations up to the slider's. Display as the last expression of a cell."""
+
+    def __init__(self, runs: dict, tokenizer, *, max_positions: int = 24, max_iterations: int = 24,
+                 width: int = FIGURE_WIDTH):
+        import ipywidgets as widgets
+
+        if not runs:
+            raise ValueError("give at least one run")
+        self.runs, self.tokenizer = runs, tokenizer
+        self.limits = dict(max_positions=max_positions, max_iterations=max_iterations)
+        self.run = widgets.Dropdown(options=list(runs), description="run", layout=widgets.Layout(width="360px"))
+        self.slider = widgets.IntSlider(value=0, min=0, max=self._last(), description="iteration",
+                                        continuous_update=False, layout=widgets.Layout(width="520px"))
+        narrow = widgets.Layout(width="44px")
+        self.prev_button = widgets.Button(description="◀", tooltip="previous iteration", layout=narrow)
+        self.next_button = widgets.Button(description="▶", tooltip="next iteration", layout=narrow)
+        self.readout = widgets.HTML()
+        fig = iteration_grid_figure(self.result, tokenizer, upto=0, width=width, **self.limits)
+        try:
+            self.figure = as_widget(fig)
+        except Exception:  # no widget frontend: keep the static figure, still updated
+            self.figure = fig
+        self.run.observe(lambda _: self._new_run(), names="value")
+        self.slider.observe(lambda _: self.update(), names="value")
+        self.prev_button.on_click(lambda _: self.step_by(-1))
+        self.next_button.on_click(lambda _: self.step_by(+1))
+        children = [self.run, widgets.HBox([self.prev_button, self.slider, self.next_button]), self.readout]
+        if isinstance(self.figure, widgets.DOMWidget):
+            children.append(self.figure)
+        self.widget = widgets.VBox(children)
+        self.update()
+
+    @property
+    def result(self):
+        return self.runs[self.run.value]
+
+    def _last(self) -> int:
+        return max(0, min(len(self.result.trace.iterations), self.limits["max_iterations"]) - 1)
+
+    def _new_run(self) -> None:
+        self.slider.max = self._last()
+        self.slider.value = min(self.slider.value, self.slider.max)
+        self.update()
+
+    def step_by(self, delta: int) -> None:
+        self.slider.value = min(max(self.slider.value + delta, self.slider.min), self.slider.max)
+
+    def update(self) -> None:
+        view = grid_view(self.result, self.tokenizer, upto=int(self.slider.value), **self.limits)
+        fig = self.figure
+        update_widget(fig, {0: {"z": view["z"], "text": view["text"], "hovertext": view["hover"], "x": view["x"],
+                                "y": view["y"]}}, layout={"title.text": grid_title(self.result.trace, view)})
+        it = self.result.trace.iterations[int(self.slider.value)]
+        guesses = f"{it.n_matched} guess{'es' * (it.n_matched != 1)}"
+        self.readout.value = (f"iteration {self.slider.value + 1}: block of {it.width} slots, "
+                              f"{sum(it.changed)} changed, {it.n_fixed} fixed ({guesses} confirmed + 1)")
+
+    def _ipython_display_(self):
+        from IPython.display import display
+
+        display(self.widget)
+        if self.figure not in self.widget.children:
+            display(self.figure)

@@ -1,0 +1,268 @@
+"""Notebook 05's glue: which real position to open on, the explorer (position and temperature → p, q,
+min(1, p/q), the residual, and the temperature sweep), the Monte-Carlo panel (rule, sample size, draw again),
+and the sentences that say what the numbers say, written from the numbers.
+
+Notation: p target, q draft, α = Σ min(p, q) = 1 − TV(p, q), γ drafted tokens per step,
+E = (1 − α^(γ+1)) / (1 − α) tokens per step.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+
+from ..measure.analytic import expected_tokens_per_step
+from ..measure.speculative_sampling import RULES, SampledPosition, monte_carlo
+from ..viz.sampling import (CURRENT_T, distribution_title, distribution_view, distributions_figure,
+                            monte_carlo_figure, monte_carlo_view, temperature_figure)
+from ..viz.style import FIGURE_WIDTH
+from ..viz.widgets import as_widget, update_widget
+
+__all__ = ["default_position", "position_label", "describe_trend", "alpha_sentence", "monte_carlo_sentence",
+           "sweep_sentences", "SamplingExplorer", "MonteCarloPanel"]
+
+
+def default_position(positions: list[SampledPosition], top_mass: float = 0.5) -> int:
+    """Where the notebook opens: the first rejected drafted token (the residual was really drawn from there) whose
+    p puts at least ``top_mass`` on its 8 most likely tokens (so the bars are readable); else the rejected one with
+    the most concentrated p; else the first position."""
+    if not positions:
+        raise ValueError("no positions: the run drafted nothing")
+    concentration = [float(torch.topk(pos.p, min(8, pos.p.shape[0])).values.sum()) for pos in positions]
+    rejected = [i for i, pos in enumerate(positions) if not pos.accepted]
+    if not rejected:
+        return 0
+    return next((i for i in rejected if concentration[i] >= top_mass), max(rejected, key=lambda i: concentration[i]))
+
+
+def position_label(pos: SampledPosition, labels: dict[int, str]) -> str:
+    verdict = "accepted" if pos.accepted else "rejected"
+    token = labels.get(pos.token, pos.token)
+    return (f"step {pos.step}, draft slot {pos.slot + 1} · position {pos.position} · drafted ‘{token}’ ({verdict}) · "
+            f"α = {pos.alpha:.2f}")
+
+
+def _fmt_p(p_value: float) -> str:
+    if math.isnan(p_value):
+        return "untestable (too few tokens with enough mass)"
+    return f"p-value {p_value:.3g}" if p_value >= 1e-4 else "p-value < 1e-4"
+
+
+def _monotone(ys: list[float], eps: float) -> int:
+    """+1 never falling, -1 never rising (changes within ``eps`` ignored), 0 neither."""
+    steps = [b - a for a, b in zip(ys, ys[1:])]
+    if all(d >= -eps for d in steps):
+        return 1
+    if all(d <= eps for d in steps):
+        return -1
+    return 0
+
+
+def describe_trend(xs, ys, what: str, *, x_name: str = "T", fmt: str = ".2f", tol: float = 0.02) -> str:
+    """A clause chosen by the data: '<what> rises/falls from a at x0 to b at x1', 'stays at about a', or, when it
+    turns, 'falls from a to m at xm, then rises to b'. Changes within ``tol`` (relative to 1) count as flat."""
+    pairs = [(float(x), float(y)) for x, y in zip(xs, ys) if not math.isnan(float(y))]
+    if len(pairs) < 2:
+        return f"{what} is measured at fewer than two values of {x_name}"
+    xv, yv = [x for x, _ in pairs], [y for _, y in pairs]
+    eps = tol * max(1.0, abs(yv[0]))
+    at = lambda i: f"{yv[i]:{fmt}} at {x_name} = {xv[i]:g}"                   # noqa: E731
+    if max(yv) - min(yv) <= eps:
+        return f"{what} stays at about {yv[0]:{fmt}} from {x_name} = {xv[0]:g} to {xv[-1]:g}"
+    direction = _monotone(yv, eps)
+    if direction:
+        return f"{what} {'rises' if direction > 0 else 'falls'} from {at(0)} to {at(-1)}"
+    turns = [i for i in (yv.index(max(yv)), yv.index(min(yv))) if 0 < i < len(yv) - 1]
+    if not turns:
+        verb = "rises" if yv[-1] > yv[0] else "falls"
+        return f"{what} {verb} overall from {at(0)} to {at(-1)}, not steadily"
+    m = max(turns, key=lambda i: abs(yv[i] - yv[0]) + abs(yv[i] - yv[-1]))
+    first, second = ("rises", "falls") if yv[m] > yv[0] else ("falls", "rises")
+    wiggle = "" if _monotone(yv[: m + 1], eps) and _monotone(yv[m:], eps) else " (with ups and downs in between)"
+    return f"{what} {first} from {at(0)} to {at(m)}, then {second} to {at(-1)}{wiggle}"
+
+
+def alpha_sentence(view: dict, gamma: int) -> str:
+    """What α means at this position, with Leviathan's E for γ drafts."""
+    a = view["alpha"]
+    return (f"Here α = Σ min(p, q) = {a:.3f}: a token drafted from q is accepted with probability {a:.0%}, and a "
+            f"step that drafts γ = {gamma} such tokens would emit E = (1 − α^{gamma + 1}) / (1 − α) = "
+            f"{expected_tokens_per_step(a, gamma):.2f} tokens on average (at most {gamma + 1}).")
+
+
+def monte_carlo_sentence(rows: list[dict]) -> str:
+    """Which rules the test finds consistent with p, and which it rejects, at this sample size."""
+    if not rows:
+        raise ValueError("no Monte-Carlo rows")
+    ok = [r for r in rows if r["consistent_with_p"]]
+    bad = [r for r in rows if not r["consistent_with_p"]]
+    part = lambda sel: ", ".join(f"{r['rule']} ({_fmt_p(r['p_value'])})" for r in sel)        # noqa: E731
+    head = f"With n = {rows[0]['n']:,} draws and a test at level {rows[0]['level']}, "
+    if ok and bad:
+        return head + f"the output of {part(ok)} is consistent with p; {part(bad)} is not distributed as p."
+    if ok:
+        return head + f"every rule's output is consistent with p: {part(ok)} (the test cannot tell them apart here)."
+    return head + f"no rule's output passes: {part(bad)}."
+
+
+def rule_sentence(row: dict) -> str:
+    """The verdict on the rule shown: its test against p at this sample size, and how far its exact output is from p."""
+    verdict = "consistent with p" if row["consistent_with_p"] else "not distributed as p"
+    return (f"Shown: <b>{row['rule']}</b>: chi-square {row['statistic']:.1f} on {row['df']} degrees of freedom, "
+            f"{_fmt_p(row['p_value'])}, so its output is {verdict} at level {row['level']}; its exact output is "
+            f"{row['tv_to_p']:.3f} away from p in total variation.")
+
+
+def sweep_sentences(frame) -> list[str]:
+    """What the temperature sweep shows: the trends of α and of the speedup, how well α and E are predicted."""
+    t = list(frame["temperature"])
+    out = [describe_trend(t, frame["measured_alpha"], "The measured α") + "; "
+           + describe_trend(t, frame["measured_speedup"], "the measured speedup over plain sampling") + "."]
+    gaps = (frame["measured_alpha"] - frame["predicted_alpha"]).abs()
+    worst = int(gaps.idxmax())
+    out.append(f"The α that the same decisions' p and q predict (mean Σ min(p, q)) is within {gaps.max():.3f} of the "
+               f"measured acceptance at every temperature (largest gap at T = {frame['temperature'][worst]:g}, over "
+               f"{int(frame['tested'][worst])} tested tokens).")
+    over = frame["expected_tokens_per_step"] > frame["tokens_per_step"]
+    n_over, n = int(over.sum()), len(frame)
+    side = ("overestimates" if n_over > n / 2 else "underestimates" if n_over < n / 2 else "over- and underestimates")
+    ratio = (frame["expected_tokens_per_step"] / frame["tokens_per_step"]).mean()
+    out.append(f"Leviathan's E {side} the measured tokens per step ({n_over} of {n} temperatures above; on average "
+               f"E / measured = {ratio:.2f}).")
+    below = int((frame["measured_speedup"] < frame["predicted_speedup"]).sum())
+    lo, hi = frame["c_v"].min(), frame["c_v"].max()
+    cost = ("more than one" if lo > 1 else "less than one" if hi < 1 else "about one")
+    gap = (frame["measured_speedup"] - frame["predicted_speedup_cv"]).abs().max()
+    out.append(f"The measured speedup is below Leviathan's E / (γc + 1) at {below} of {n} temperatures; that formula "
+               f"charges a verify step as one plain step, and here one costs c_v = {lo:.2f}–{hi:.2f} plain steps "
+               f"({cost}). With the measured c_v, E / (γc + c_v) is within {gap:.2f} of the measured speedup at "
+               f"every temperature.")
+    return out
+
+
+def _figure_widget(fig):
+    """A FigureWidget when a widget frontend is available, else the static figure (still updated in place)."""
+    try:
+        return as_widget(fig)
+    except Exception:  # no anywidget / widget frontend
+        return fig
+
+
+class SamplingExplorer:
+    """Choose a real position and a temperature: p and q re-warped there, min(1, p/q), the residual, α and E, and a
+    marker on the temperature sweep. Display it as the last expression of a cell; ``update()`` redraws."""
+
+    def __init__(self, positions: list[SampledPosition], labels: dict[int, str], sweep_view: dict, *, gamma: int,
+                 start: int | None = None, k: int = 8, width: int = FIGURE_WIDTH):
+        import ipywidgets as widgets
+
+        if not positions:
+            raise ValueError("no positions: the run drafted nothing")
+        self.positions, self.labels, self.gamma, self.k = positions, labels, gamma, k
+        t = sweep_view["temperature"]
+        self.position = widgets.Dropdown(options=[(position_label(p, labels), i) for i, p in enumerate(positions)],
+                                         value=default_position(positions) if start is None else start,
+                                         description="position", layout=widgets.Layout(width="720px"))
+        self.temperature = widgets.FloatSlider(value=positions[0].temperature, min=min(t), max=max(t), step=0.05,
+                                               description="temperature", continuous_update=False,
+                                               style={"description_width": "initial"},
+                                               layout=widgets.Layout(width="520px"))
+        self.readout = widgets.HTML()
+        self.figure = _figure_widget(distributions_figure(self.view(), where=self.where(), width=width))
+        self.sweep = _figure_widget(temperature_figure(sweep_view, gamma=gamma, current=self.temperature.value,
+                                                       width=width))
+        self.position.observe(lambda _: self.update(), names="value")
+        self.temperature.observe(lambda _: self.update(), names="value")
+        children = [self.position, self.temperature, self.readout]
+        children += [f for f in (self.figure, self.sweep) if isinstance(f, widgets.DOMWidget)]
+        self.widget = widgets.VBox(children)
+        self.update()
+
+    def distributions(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """(p, q) at the chosen position and temperature."""
+        return self.positions[self.position.value].at(self.temperature.value)
+
+    def view(self) -> dict:
+        p, q = self.distributions()
+        return distribution_view(p, q, self.labels, k=self.k, drafted=self.positions[self.position.value].token)
+
+    def where(self) -> str:
+        return f"position {self.positions[self.position.value].position}, T = {self.temperature.value:.2f}"
+
+    def update(self) -> None:
+        view = self.view()
+        fig, t = self.figure, float(self.temperature.value)
+        traces = {i: {"x": view["x"], "y": view[key]} for i, key in enumerate(("p", "q", "accept", "residual"))}
+        for i in (0, 1):
+            traces[i]["marker.line.width"] = view["outline"]
+        update_widget(fig, traces, layout={"title.text": distribution_title(view, self.where())})
+        for shape in self.sweep.layout.shapes:
+            if shape.name == CURRENT_T:
+                shape.x0 = shape.x1 = t
+                shape.visible = True
+        self.readout.value = alpha_sentence(view, self.gamma)
+
+    def _ipython_display_(self):
+        from IPython.display import display
+
+        display(self.widget)
+        for fig in (self.figure, self.sweep):
+            if fig not in self.widget.children:                        # static fallback
+                display(fig)
+
+
+class MonteCarloPanel:
+    """The Monte-Carlo of one acceptance rule at the explorer's position and temperature: choose the rule, the
+    sample size, draw again. The panel title carries the chi-square test against p."""
+
+    def __init__(self, explorer: SamplingExplorer, *, n: int, level: float = 0.01, seed: int = 0,
+                 sizes=(1_000, 5_000, 20_000, 100_000), width: int = FIGURE_WIDTH):
+        import ipywidgets as widgets
+
+        self.explorer, self.level, self.seed = explorer, level, seed
+        self.rule = widgets.ToggleButtons(options=list(RULES), value="speculative", description="rule")
+        self.n = widgets.Dropdown(options=sorted(set(sizes) | {n}), value=n, description="draws n")
+        self.again = widgets.Button(description="draw again", tooltip="new random draws (next seed)")
+        self.readout = widgets.HTML()
+        self.rows = self.run()
+        self.figure = _figure_widget(monte_carlo_figure(*self._figure_args(), width=width, height=430))
+        for control in (self.rule, self.n):
+            control.observe(lambda _: self.update(), names="value")
+        explorer.position.observe(lambda _: self.update(), names="value")
+        explorer.temperature.observe(lambda _: self.update(), names="value")
+        self.again.on_click(lambda _: self.draw_again())
+        children = [widgets.HBox([self.rule]), widgets.HBox([self.n, self.again]), self.readout]
+        if isinstance(self.figure, widgets.DOMWidget):
+            children.append(self.figure)
+        self.widget = widgets.VBox(children)
+        self.update()
+
+    def run(self) -> list[dict]:
+        p, q = self.explorer.distributions()
+        return monte_carlo(p, q, int(self.n.value), seed=self.seed, level=self.level)
+
+    def _figure_args(self):
+        p, _ = self.explorer.distributions()
+        return p, [r for r in self.rows if r["rule"] == self.rule.value], self.explorer.labels
+
+    def draw_again(self) -> None:
+        self.seed += 1
+        self.update()
+
+    def update(self) -> None:
+        self.rows = self.run()
+        p, rows, labels = self._figure_args()
+        view = monte_carlo_view(p, rows[0], labels, k=self.explorer.k)
+        fig = self.figure
+        update_widget(fig, {0: {"x": view["x"], "y": view["p"]}, 1: {"x": view["x"], "y": view["empirical"]}},
+                      layout={"title.text": f"{int(self.n.value):,} Monte-Carlo runs of one drafted slot, tested "
+                                            f"against p at level {self.level} (seed {self.seed})"})
+        fig.layout.annotations[0].text = view["title"]
+        self.readout.value = rule_sentence(rows[0]) + "<br>" + monte_carlo_sentence(self.rows)
+
+    def _ipython_display_(self):
+        from IPython.display import display
+
+        display(self.widget)
+        if self.figure not in self.widget.children:
+            display(self.figure)

@@ -1,0 +1,124 @@
+"""Parallel (Jacobi) decoding measured beside plain and self-speculative decoding on the same prompts.
+
+Two numbers per method: *target forwards per generated token* (plain decoding: 1; Jacobi: iterations per token;
+self-speculative decoding: verify steps per token; drafting forwards of the skipped model are counted apart)
+and *wall clock* per generated token, every method run once per prompt in turn (A B C … A B C …, so a slow
+patch of this shared machine hits all alike), medians over repetitions. Greedy throughout: every method must
+give the plain loop's tokens, and the table says whether it did.
+
+Notation: p target, q draft, α acceptance, γ drafted per step; a Jacobi iteration applies the target once to a
+block of guessed tokens and fixes its matched prefix plus one (see :mod:`labkit.core.jacobi`).
+"""
+from __future__ import annotations
+
+import statistics
+import time
+from typing import Callable, Mapping
+
+import torch
+from tqdm.auto import tqdm
+
+from ..core.decoding import GenerationResult, autoregressive_generate, speculative_generate
+from ..core.jacobi import JacobiTrace, jacobi_generate
+from ..core.drafters import LookupDrafter
+from ..core.policies import AdaptiveThreshold, FixedK
+from ..core.skip import SkipSet
+from ..core.trace import Trace
+
+__all__ = ["target_forwards", "jacobi_statistics", "decoders", "compare_decoders"]
+
+Decoder = Callable[[torch.Tensor, int], GenerationResult]
+
+
+def target_forwards(result: GenerationResult) -> int:
+    """Forwards of the full model after the prefill: one per token (plain), per iteration (Jacobi), per step
+    (speculative)."""
+    trace = result.trace
+    if trace is None:
+        return len(result.new_tokens)
+    if isinstance(trace, JacobiTrace):
+        return len(trace.iterations)
+    if isinstance(trace, Trace):
+        return len(trace.steps)
+    raise TypeError(f"unknown trace type {type(trace).__name__}")
+
+
+def jacobi_statistics(traces: list[JacobiTrace]) -> dict:
+    """How the fixes came, over whole runs: iterations per token, the share of iterations that fixed exactly one
+    token (no better than plain decoding), and how often a guess fed in was already right (matched / guessed)."""
+    its = [it for trace in traces for it in trace.iterations]
+    if not its:
+        raise ValueError("no Jacobi iterations to summarise")
+    tokens = sum(it.n_emitted for it in its)
+    guessed = sum(it.width - 1 for it in its)
+    matched = sum(it.n_matched for it in its)
+    return {"iterations": len(its), "tokens": tokens, "iterations_per_token": len(its) / tokens,
+            "tokens_per_iteration": tokens / len(its),
+            "one_token_share": sum(it.n_fixed == 1 for it in its) / len(its),
+            "guess_right_rate": matched / guessed if guessed else float("nan"),
+            "max_fixed": max(it.n_fixed for it in its)}
+
+
+def decoders(model, skip: SkipSet, *, block_size: int, inits=("pad", "self-draft"),
+             methods=("jacobi", "gauss-seidel"), spec_policy=AdaptiveThreshold, lookup: int = 6) -> dict[str, Decoder]:
+    """The methods the notebook compares: the plain loop, each Jacobi method × initialisation, self-speculative
+    decoding with ``skip`` (a fresh ``spec_policy()`` per call, so no run learns from another) and, with
+    ``lookup`` > 0, prompt lookup alone (drafts copied from the context, up to ``lookup`` tokens; a plain step
+    where nothing matches)."""
+    out: dict[str, Decoder] = {"plain loop": lambda ids, n: autoregressive_generate(model, ids, n, eos_token_id=[])}
+    for method in methods:
+        for init in inits:
+            kw = {"skip": skip} if init == "self-draft" else {}
+            out[f"{method}, {init}"] = (lambda ids, n, m=method, i=init, kw=kw: jacobi_generate(
+                model, ids, n, block_size=block_size, method=m, init=i, eos_token_id=[], **kw))
+    out["self-speculative"] = lambda ids, n: speculative_generate(model, ids, skip=skip, policy=spec_policy(),
+                                                                  max_new_tokens=n, eos_token_id=[])
+    if lookup:
+        out["prompt lookup"] = lambda ids, n: speculative_generate(model, ids, drafter=LookupDrafter(lookup),
+                                                                   policy=FixedK(lookup), max_new_tokens=n,
+                                                                   eos_token_id=[])
+    return out
+
+
+def _row(label: str, runs: list[list[tuple[GenerationResult, float]]]) -> dict:
+    """runs[rep] = [(result, seconds) per prompt]."""
+    ms = [1e3 * sum(s for _, s in rep) / sum(len(r.new_tokens) for r, _ in rep) for rep in runs]
+    flat = [r for rep in runs for r, _ in rep]
+    tokens = sum(len(r.new_tokens) for r in flat)
+    forwards = sum(target_forwards(r) for r in flat)
+    return {"method": label, "ms_per_token": statistics.median(ms), "ms_min": min(ms), "ms_max": max(ms),
+            "forwards_per_token": forwards / tokens, "tokens_per_forward": tokens / forwards, "tokens": tokens}
+
+
+def compare_decoders(prompt_ids: list[torch.Tensor], methods: Mapping[str, Decoder], *, max_new_tokens: int = 64,
+                     repeats: int = 3, progress: bool = True):
+    """Every method on every prompt, interleaved, ``repeats`` times (after one warm-up call each). The first method
+    is the reference: speedup = its median ms per token / the method's, identical = the same tokens on every run.
+    Returns (DataFrame indexed by method, {method: [GenerationResult of each prompt, last repetition]})."""
+    import pandas as pd
+
+    if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
+        raise ValueError(f"repeats must be an integer >= 1, got {repeats!r}")
+    if not prompt_ids or not methods:
+        raise ValueError("give at least one prompt and one method")
+    for fn in methods.values():                                                # warm-up: first-call costs
+        fn(prompt_ids[0], min(8, max_new_tokens))
+    runs = {label: [[] for _ in range(repeats)] for label in methods}
+    bar = tqdm(total=repeats * len(prompt_ids) * len(methods), desc="decoders", disable=not progress)
+    for rep in range(repeats):
+        for ids in prompt_ids:
+            for label, fn in methods.items():
+                t0 = time.perf_counter()
+                result = fn(ids, max_new_tokens)
+                runs[label][rep].append((result, time.perf_counter() - t0))
+                bar.update()
+    bar.close()
+    reference = next(iter(methods))
+    rows = [_row(label, runs[label]) for label in methods]
+    base = rows[0]["ms_per_token"]
+    for row in rows:
+        row["speedup"] = base / row["ms_per_token"]
+        pairs = [(a, b) for ra, rb in zip(runs[row["method"]], runs[reference]) for (a, _), (b, _) in zip(ra, rb)]
+        row["identical"] = all(torch.equal(a.sequences, b.sequences) for a, b in pairs)
+    last = {label: [r for r, _ in runs[label][-1]] for label in methods}
+    return pd.DataFrame(rows).set_index("method"), last

@@ -1,0 +1,327 @@
+"""Speculative sampling from first principles: the two distributions at one real position, the rule that
+makes drafting lossless, and a Monte-Carlo check of that rule against two tempting wrong ones.
+
+Notation: p is the target distribution (the full model), q the draft distribution (the model with the blocks
+of a skip set removed), both after the same temperature. A drafted token x ~ q is accepted with probability
+min(1, p(x)/q(x)); at the first rejection the replacement is drawn from the residual normalise(max(0, p - q))
+(Leviathan et al. 2023; Chen et al. 2023). The probability that a drafted token is accepted is
+
+    α = Σ_x q(x) min(1, p(x)/q(x)) = Σ_x min(p(x), q(x)) = 1 - TV(p, q),
+
+and a step that drafts γ tokens emits E = (1 - α^(γ+1)) / (1 - α) tokens on average
+(:func:`labkit.measure.analytic.expected_tokens_per_step`).
+
+Everything here is measured on real runs: :class:`RecordingDrafter` wraps the engine's drafter and keeps the
+exact p and q every acceptance decision of a :func:`~labkit.core.decoding.speculative_generate` call used.
+"""
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import dataclass
+
+import torch
+from tqdm.auto import tqdm
+
+from ..core.decoding import GenerationResult, autoregressive_generate, speculative_generate
+from ..core.drafters import Drafter, SelfDrafter
+from ..core.policies import DraftPolicy, FixedK
+from ..core.sampling import residual_distribution
+from ..core.skip import SkipSet
+from .analytic import expected_tokens_per_step, speedup
+
+__all__ = ["RULES", "SampledPosition", "RecordingDrafter", "record_positions", "alpha", "total_variation",
+           "acceptance_probability", "rule_distribution", "simulate_rule", "ChiSquare", "distribution_test",
+           "monte_carlo", "chi_square_power", "alpha_curve", "temperature_sweep"]
+
+#: The acceptance rules the Monte-Carlo compares: the lossless one and two tempting mistakes.
+RULES = {
+    "speculative": "x ~ q, accept with min(1, p/q), else draw from normalise(max(0, p − q))",
+    "resample from p": "x ~ q, accept with min(1, p/q), else draw from p (the residual forgotten)",
+    "greedy draft": "x = argmax q, accept with min(1, p/q), else draw from normalise(max(0, p − q))",
+}
+
+
+@dataclass
+class SampledPosition:
+    """One drafted token the target tested, with the exact distributions of that decision."""
+
+    step: int                  # which step of the run
+    slot: int                  # 0-based index in the step's draft
+    position: int              # where the drafted token sits in the sequence
+    token: int                 # the drafted token d
+    accepted: bool
+    p: torch.Tensor            # (V,) target distribution at the run's temperature
+    q: torch.Tensor            # (V,) draft distribution at the run's temperature
+    temperature: float
+
+    def at(self, temperature: float) -> tuple[torch.Tensor, torch.Tensor]:
+        """(p, q) at another temperature: both re-warped from the same logits (log p · T_run = logits + c)."""
+        if not temperature > 0:
+            raise ValueError(f"temperature must be > 0, got {temperature!r}")
+        scale = self.temperature / temperature
+        return (torch.softmax(torch.log(self.p) * scale, dim=-1), torch.softmax(torch.log(self.q) * scale, dim=-1))
+
+    @property
+    def alpha(self) -> float:
+        return alpha(self.p, self.q)
+
+
+class RecordingDrafter(Drafter):
+    """Drafts with ``inner`` and keeps the q of every drafted slot and the p the verifier computed (sampling only)."""
+
+    def __init__(self, inner: Drafter):
+        self.inner, self.steps, self._draft = inner, [], None
+
+    @property
+    def needs_hidden_states(self) -> bool:                      # type: ignore[override]
+        return self.inner.needs_hidden_states
+
+    def prefill(self, state, prompt_ids) -> None:
+        self.inner.prefill(state, prompt_ids)
+
+    def draft(self, state, budget, policy):
+        self._draft = self.inner.draft(state, budget, policy)
+        return self._draft
+
+    def verify_forward(self, state, draft):
+        return self.inner.verify_forward(state, draft)
+
+    def commit(self, state, start, verdict) -> None:
+        draft, self._draft = self._draft, None                  # a step with no budget drafts nothing
+        if draft is not None and draft.tokens and verdict.p is not None:
+            self.steps.append((start, list(draft.tokens), list(draft.q_dists), verdict.p, verdict.n_accepted))
+        self.inner.commit(state, start, verdict)
+
+    def positions(self, temperature: float) -> list[SampledPosition]:
+        """Every drafted token that was tested: the accepted ones and the first rejected one of each step."""
+        out = []
+        for step, (start, tokens, q_dists, p, n) in enumerate(self.steps):
+            for slot in range(min(n + 1, len(tokens))):
+                out.append(SampledPosition(step, slot, start + slot, tokens[slot], slot < n, p[slot], q_dists[slot],
+                                           temperature))
+        return out
+
+
+def record_positions(model, input_ids, *, skip: SkipSet, temperature: float, max_new_tokens: int,
+                     policy: DraftPolicy | None = None,
+                     seed: int = 0) -> tuple[GenerationResult, list[SampledPosition]]:
+    """One real sampled self-speculative run (``policy`` default FixedK(4), seeded) and its tested positions."""
+    recorder = RecordingDrafter(SelfDrafter(model, skip))
+    result = speculative_generate(model, input_ids, drafter=recorder, policy=policy or FixedK(4),
+                                  max_new_tokens=max_new_tokens, do_sample=True, temperature=temperature,
+                                  generator=torch.Generator().manual_seed(seed), eos_token_id=[])
+    return result, recorder.positions(temperature)
+
+
+# ---------------------------------------------------------------------------------------
+# the rule, in closed form
+# ---------------------------------------------------------------------------------------
+def alpha(p: torch.Tensor, q: torch.Tensor) -> float:
+    """α = Σ min(p, q): the probability that x ~ q is accepted with min(1, p/q)."""
+    return float(torch.minimum(p, q).sum())
+
+
+def total_variation(p: torch.Tensor, q: torch.Tensor) -> float:
+    """TV(p, q) = ½ Σ |p - q| (= 1 - α)."""
+    return 0.5 * float((p - q).abs().sum())
+
+
+def acceptance_probability(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+    """min(1, p/q) per token (1 where q = 0: such a token is never drafted)."""
+    return torch.where(q > 0, torch.clamp(p / q.clamp_min(1e-30), max=1.0), torch.ones_like(p))
+
+
+def _check_rule(rule: str) -> str:
+    if rule not in RULES:
+        raise ValueError(f"rule must be one of {', '.join(map(repr, RULES))}, got {rule!r}")
+    return rule
+
+
+def rule_distribution(p: torch.Tensor, q: torch.Tensor, rule: str) -> torch.Tensor:
+    """The exact distribution of the token a rule emits at one drafted slot (V,)."""
+    _check_rule(rule)
+    if rule == "greedy draft":
+        x = int(q.argmax())
+        a = min(1.0, float(p[x] / q[x]))
+        out = (1 - a) * residual_distribution(p, q)
+        out[x] += a
+        return out
+    accepted = torch.minimum(p, q)                               # q(x) min(1, p(x)/q(x))
+    rejected = 1.0 - float(accepted.sum())
+    return accepted + rejected * (residual_distribution(p, q) if rule == "speculative" else p)
+
+
+def simulate_rule(p: torch.Tensor, q: torch.Tensor, rule: str, n: int, generator: torch.Generator) -> torch.Tensor:
+    """Monte-Carlo: ``n`` independent runs of one drafted slot under ``rule``; counts of each emitted token (V,)."""
+    _check_rule(rule)
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ValueError(f"n must be a positive integer, got {n!r}")
+    if rule == "greedy draft":
+        x = torch.full((n,), int(q.argmax()))
+    else:
+        x = torch.multinomial(q, n, replacement=True, generator=generator)                # (n,) drafts from q
+    u = torch.rand(n, generator=generator)
+    accept = u * q[x] < p[x]                                                             # u < p/q
+    k = int((~accept).sum())
+    fallback = p if rule == "resample from p" else residual_distribution(p, q)
+    replacement = torch.multinomial(fallback, k, replacement=True, generator=generator) if k else x[:0]
+    return torch.bincount(torch.cat([x[accept], replacement]), minlength=p.shape[0])
+
+
+# ---------------------------------------------------------------------------------------
+# is the output distributed as p? a chi-square goodness-of-fit test
+# ---------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ChiSquare:
+    statistic: float
+    df: int                    # bins - 1
+    p_value: float             # nan when fewer than two bins have enough mass to test
+    n: int                     # draws
+
+    def passes(self, level: float) -> bool:
+        """True unless the test rejects "distributed as p" at ``level`` (a nan p-value never passes)."""
+        return self.p_value >= level
+
+
+def _bins(p: torch.Tensor, n: int, min_expected: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """Bin of every token (V,) and expected counts per bin: a bin per token with n p ≥ min_expected, the rest
+    pooled into one bin (merged into the smallest kept bin when even the pool is too small)."""
+    expected = n * (p.double() / p.double().sum())
+    order = torch.argsort(expected, descending=True)
+    kept = int((expected >= min_expected).sum())
+    bins = torch.empty_like(order)
+    bins[order] = torch.clamp(torch.arange(len(order)), max=kept)                 # kept tokens 0..kept-1, rest: kept
+    per_bin = torch.zeros(kept + 1, dtype=torch.float64).index_add_(0, bins, expected)
+    if per_bin[kept] < min_expected and kept > 0:
+        bins[bins == kept] = kept - 1
+        per_bin[kept - 1] += per_bin[kept]
+        per_bin = per_bin[:kept]
+    return bins, per_bin
+
+
+def distribution_test(counts: torch.Tensor, p: torch.Tensor, *, min_expected: float = 5.0) -> ChiSquare:
+    """Pearson's chi-square test of observed token ``counts`` (V,) against the distribution ``p`` (V,), over the
+    tokens with enough expected mass (the rest pooled)."""
+    from scipy.stats import chisquare
+
+    n = int(counts.sum())
+    bins, expected = _bins(p, n, min_expected)
+    observed = torch.zeros_like(expected).index_add_(0, bins, counts.double())
+    if len(expected) < 2:
+        return ChiSquare(0.0, 0, float("nan"), n)
+    result = chisquare(observed.numpy(), expected.numpy())
+    return ChiSquare(float(result.statistic), len(expected) - 1, float(result.pvalue), n)
+
+
+def chi_square_power(p: torch.Tensor, emitted: torch.Tensor, n: int, *, level: float = 0.01,
+               min_expected: float = 5.0) -> float:
+    """Probability that :func:`distribution_test` with ``n`` draws rejects "distributed as p" when the tokens are
+    really drawn from ``emitted`` (non-central chi-square approximation); ≈ ``level`` when emitted = p."""
+    from scipy.stats import chi2, ncx2
+
+    bins, expected = _bins(p, n, min_expected)
+    if len(expected) < 2:
+        return float("nan")
+    actual = torch.zeros_like(expected).index_add_(0, bins, n * emitted.double() / emitted.double().sum())
+    noncentrality = float(((actual - expected) ** 2 / expected).sum())
+    df = len(expected) - 1
+    critical = chi2.ppf(1 - level, df)
+    return float(chi2.sf(critical, df)) if noncentrality == 0 else float(ncx2.sf(critical, df, noncentrality))
+
+
+
+def monte_carlo(p: torch.Tensor, q: torch.Tensor, n: int, *, seed: int = 0, level: float = 0.01) -> list[dict]:
+    """Every rule of :data:`RULES` run ``n`` times at one slot, each tested against p: one dict per rule with the
+    counts, the test, whether it is consistent with p at ``level``, the exact TV distance of the rule's output
+    from p and the test's power against it at this ``n``."""
+    out = []
+    for rule in RULES:
+        counts = simulate_rule(p, q, rule, n, torch.Generator().manual_seed(seed))
+        test = distribution_test(counts, p)
+        exact = rule_distribution(p, q, rule)
+        out.append({"rule": rule, "counts": counts, "statistic": test.statistic, "df": test.df,
+                    "p_value": test.p_value, "consistent_with_p": test.passes(level), "level": level, "n": n,
+                    "tv_to_p": total_variation(exact, p), "power": chi_square_power(p, exact, n, level=level)})
+    return out
+
+
+def alpha_curve(positions: list[SampledPosition], temperatures) -> list[float]:
+    """Mean α over ``positions`` with p and q re-warped to each temperature (same contexts, other temperature)."""
+    if not positions:
+        raise ValueError("no positions: the run drafted nothing")
+    return [statistics.fmean(alpha(*pos.at(t)) for pos in positions) for t in temperatures]
+
+
+# ---------------------------------------------------------------------------------------
+# real runs across temperatures
+# ---------------------------------------------------------------------------------------
+def _check_temperatures(temperatures) -> list[float]:
+    values = [float(t) for t in temperatures]
+    if not values or any(not t > 0 for t in values):
+        raise ValueError(f"temperatures must be a non-empty list of numbers > 0, got {temperatures!r}")
+    return values
+
+
+def _sweep_run(model, ids, skip, temperature, gamma, max_new_tokens, seed) -> dict:
+    """Plain sampling, then speculative sampling, on one prompt at one temperature (same seed): their numbers."""
+    t0 = time.perf_counter()
+    plain = autoregressive_generate(model, ids, max_new_tokens, do_sample=True, temperature=temperature,
+                                    generator=torch.Generator().manual_seed(seed), eos_token_id=[])
+    t1 = time.perf_counter()
+    result, positions = record_positions(model, ids, skip=skip, temperature=temperature, policy=FixedK(gamma),
+                                         max_new_tokens=max_new_tokens, seed=seed)
+    t2 = time.perf_counter()
+    s = result.trace.summary()
+    return {"plain_s": t1 - t0, "plain_tokens": len(plain.new_tokens), "spec_s": t2 - t1,
+            "spec_tokens": s["emitted"], "steps": s["steps"], "drafted": s["drafted"], "accepted": s["accepted"],
+            "tested": len(positions), "alpha_sum": sum(pos.alpha for pos in positions), "draft_s": s["draft_s"],
+            "verify_s": s["verify_s"]}
+
+
+def _sweep_row(temperature: float, runs: list[dict], gamma: int) -> dict:
+    total = {k: sum(r[k] for r in runs) for k in runs[0]}
+    plain_ms = 1e3 * total["plain_s"] / total["plain_tokens"]
+    spec_ms = 1e3 * total["spec_s"] / total["spec_tokens"]
+    predicted = total["alpha_sum"] / total["tested"] if total["tested"] else float("nan")
+    c = 1e3 * total["draft_s"] / total["drafted"] / plain_ms if total["drafted"] else float("nan")
+    c_v = 1e3 * total["verify_s"] / total["steps"] / plain_ms
+    E = expected_tokens_per_step(predicted, gamma) if total["tested"] else float("nan")
+    return {"temperature": temperature, "gamma": gamma,
+            "measured_alpha": total["accepted"] / total["tested"] if total["tested"] else float("nan"),
+            "predicted_alpha": predicted, "tested": total["tested"], "accepted": total["accepted"],
+            "acceptance_rate": total["accepted"] / total["drafted"] if total["drafted"] else float("nan"),
+            "tokens_per_step": total["spec_tokens"] / total["steps"], "expected_tokens_per_step": E,
+            "c": c, "c_v": c_v, "plain_ms_per_token": plain_ms, "spec_ms_per_token": spec_ms,
+            "measured_speedup": plain_ms / spec_ms,
+            "predicted_speedup": speedup(predicted, gamma, c) if total["tested"] else float("nan"),
+            "predicted_speedup_cv": E / (gamma * c + c_v)}
+
+
+def temperature_sweep(model, prompt_ids: list[torch.Tensor], *, skip: SkipSet, temperatures, gamma: int = 4,
+                      max_new_tokens: int = 48, repeats: int = 1, seed: int = 0, progress: bool = True):
+    """Real sampled runs across temperatures, each beside plain sampling of the same prompt with the same seed,
+    interleaved (prompt by prompt, temperature by temperature, plain then speculative).
+
+    One row per temperature: measured α (accepted / tested drafted tokens) beside the α that the same decisions'
+    p and q predict (mean Σ min(p, q)); measured tokens per step beside Leviathan's E(α, γ) (FixedK(γ) drafts);
+    the measured wall-clock speedup over plain sampling beside Leviathan's E / (γ c + 1) and E / (γ c + c_v),
+    c and c_v measured in the same runs (relative to a plain step). A pandas DataFrame.
+    """
+    import pandas as pd
+
+    temperatures = _check_temperatures(temperatures)
+    if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
+        raise ValueError(f"repeats must be an integer >= 1, got {repeats!r}")
+    if not prompt_ids:
+        raise ValueError("give at least one prompt")
+    _sweep_run(model, prompt_ids[0], skip, temperatures[0], gamma, 8, seed)                   # warm-up
+    runs = {t: [] for t in temperatures}
+    bar = tqdm(total=repeats * len(prompt_ids) * len(temperatures), desc="temperatures", disable=not progress)
+    for rep in range(repeats):
+        for i, ids in enumerate(prompt_ids):
+            for t in temperatures:
+                runs[t].append(_sweep_run(model, ids, skip, t, gamma, max_new_tokens, seed + 1000 * rep + i))
+                bar.update()
+    bar.close()
+    return pd.DataFrame([_sweep_row(t, runs[t], gamma) for t in temperatures])

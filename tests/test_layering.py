@@ -1,0 +1,128 @@
+"""The house rules of labkit, read from its source: imports flow one way between layers, no cycles, no labkit
+imports hidden inside functions, no global torch settings outside command-line mains, and the module map in
+docs/architecture.md matches the tree."""
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "labkit"
+#: Which layers each layer may import (besides itself). Entry points (labkit/<x>.py) and lessons may import anything.
+ALLOWED = {
+    "core": set(),
+    "artifacts": {"core"},
+    "measure": {"core", "artifacts"},
+    "search": {"core", "artifacts", "measure"},
+    "training": {"core", "artifacts"},
+    "viz": {"core", "measure"},
+}
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+SUBPACKAGES = {p.parent.name for p in PACKAGE.glob("*/__init__.py")}
+
+
+def layer(module: str) -> str:
+    """'core', 'measure', ... for a module of a subpackage; 'entry' for labkit/<x>.py; 'root' for labkit itself."""
+    parts = module.split(".")
+    if len(parts) == 1:
+        return "root"
+    return parts[1] if parts[1] in SUBPACKAGES else "entry"
+
+
+def imported(module: str, node) -> set[str]:
+    """labkit modules an import statement names (relative imports resolved)."""
+    if isinstance(node, ast.Import):
+        return {a.name for a in node.names if a.name.startswith("labkit")}
+    if node.level:
+        base = module.split(".")
+        if MODULES[module].name != "__init__.py":
+            base = base[:-1]
+        base = base[: len(base) - (node.level - 1)]
+        target = ".".join(base + ([node.module] if node.module else []))
+    else:
+        target = node.module or ""
+    if not target.startswith("labkit"):
+        return set()
+    names = {f"{target}.{a.name}" for a in node.names}
+    return {n for n in names if n in MODULES} | ({target} if target in MODULES else set())
+
+
+def graph() -> tuple[dict[str, set[str]], list[str]]:
+    """Import edges between labkit modules, and every labkit import found inside a function."""
+    edges, inside = {m: set() for m in MODULES}, []
+    for m, path in MODULES.items():
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                inside += [f"{m}.{node.name}" for sub in ast.walk(node)
+                           if isinstance(sub, (ast.Import, ast.ImportFrom)) and imported(m, sub) - {m}]
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                edges[m] |= imported(m, node) - {m}
+    return edges, inside
+
+
+def test_imports_flow_one_way_between_layers():
+    edges, _ = graph()
+    wrong = []
+    for m, targets in edges.items():
+        src = layer(m)
+        if src in ALLOWED:                 # the root package re-exports everything: importing it hides the layer
+            wrong += [f"{m} -> {t}" for t in targets if layer(t) not in ALLOWED[src] | {src}]
+    assert not wrong, "imports against the layering:\n" + "\n".join(wrong)
+
+
+def test_no_import_cycles_and_no_labkit_imports_inside_functions():
+    edges, inside = graph()
+    assert not inside, f"labkit imports inside functions: {inside}"
+    state, stack = {}, []
+
+    def visit(v):
+        state[v] = "open"
+        stack.append(v)
+        for w in edges[v]:
+            if w.startswith(v + "."):      # a package's __init__ re-exporting its own children is not a cycle
+                continue
+            if state.get(w) == "open":
+                pytest.fail("import cycle: " + " -> ".join(stack[stack.index(w):] + [w]))
+            if w not in state:
+                visit(w)
+        stack.pop()
+        state[v] = "done"
+
+    for v in edges:
+        if v not in state:
+            visit(v)
+
+
+def test_library_code_leaves_global_torch_settings_alone():
+    """torch.set_num_threads & co. only in command-line mains; torch.manual_seed only inside torch.random.fork_rng()."""
+    offenders = []
+    for m, path in MODULES.items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) or node.name == "main":
+                continue
+            forked = "fork_rng" in ast.unparse(node)
+            for sub in ast.walk(node):
+                if not (isinstance(sub, ast.Attribute) and isinstance(sub.value, ast.Name) and sub.value.id == "torch"):
+                    continue
+                if sub.attr in ("set_num_threads", "set_default_dtype", "set_grad_enabled") or (
+                        sub.attr == "manual_seed" and not forked):
+                    offenders.append(f"{m}.{node.name}: torch.{sub.attr}")
+    assert not offenders, offenders
+
+
+def test_the_architecture_page_lists_every_module_and_nothing_else():
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    listed = set(re.findall(r"`(labkit(?:/\w+)*/\w+\.py)`", text))
+    actual = {p.relative_to(ROOT).as_posix() for p in PACKAGE.rglob("*.py") if p.name != "__init__.py"}
+    assert listed == actual, f"missing from the page: {sorted(actual - listed)}; not in the tree: {sorted(listed - actual)}"
