@@ -331,11 +331,12 @@ class ExitLayerExplorer:
 
     def update(self) -> None:
         e = int(self.slider.value)
+        row = self.rows[self.rows["exit_layer"] == e].iloc[0]
         update_widget(self.figure, {0: {"marker.line.color": [PALETTE["current"] if x == e else "rgba(0,0,0,0)"
                                                               for x in self.layers],
-                                        "marker.line.width": [3 if x == e else 0 for x in self.layers]}},
+                                        "marker.line.width": [3 if x == e else 0 for x in self.layers]},
+                                    len(self.figure.data) - 1: {"x": [e], "y": [float(row["speedup"])]}},
                       layout={"title.text": f"Early exit: E = {e} selected"})
-        row = self.rows[self.rows["exit_layer"] == e].iloc[0]
         alpha = self.exit_alpha.get(e, float("nan"))
         self.readout.value = (f"<b>E = {e}</b>: speedup {row['speedup']:.2f}x, acceptance {_pct(row['acceptance'])} "
                               f"(the logit lens says {_pct(alpha)} of tokens are already final after layer {e}), "

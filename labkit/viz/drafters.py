@@ -116,7 +116,8 @@ def drafter_comparison_figure(table: pd.DataFrame, *, title: str | None = None) 
 def exit_layer_figure(table: pd.DataFrame, exit_alpha: Mapping[int, float] | None = None, *,
                       selected: int | None = None, title: str | None = None) -> go.Figure:
     """Early exit at each measured E: acceptance (measured, bars; the logit lens' teacher-forced α, line) and
-    speedup (right axis); ``selected`` E outlined; the searched layer skip's speedup as a reference line."""
+    speedup (right axis); ``selected`` E outlined and ringed (the last trace); the searched layer skip's speedup
+    as a reference line."""
     ee = table[(table["family"] == "early exit") & table["gate"].isna()].sort_values("exit_layer")
     if ee.empty:
         raise ValueError("the table has no ungated early-exit rows")
@@ -134,6 +135,10 @@ def exit_layer_figure(table: pd.DataFrame, exit_alpha: Mapping[int, float] | Non
     fig.add_scatter(x=es, y=ee["speedup"].tolist(), mode="lines+markers", name="speedup (right)",
                     line=dict(color=PALETTE["speedup"], width=3), secondary_y=True,
                     hovertemplate="E=%{x}: %{y:.2f}x<extra></extra>")
+    chosen = ee[ee["exit_layer"] == selected]
+    fig.add_scatter(x=chosen["exit_layer"].astype(int).tolist(), y=chosen["speedup"].tolist(), mode="markers",
+                    name="selected E", secondary_y=True, hovertemplate="E=%{x}: %{y:.2f}x<extra>selected</extra>",
+                    marker=dict(size=18, symbol="circle-open", color=PALETTE["current"], line=dict(width=3)))
     skip = table[(table["family"] == "layer skip") & table["gate"].isna()]
     if not skip.empty:
         fig.add_hline(y=float(skip["speedup"].iloc[0]), line_dash="dash", line_color=PALETTE["layer skip"],

@@ -131,6 +131,7 @@ def test_exit_layer_explorer_moves_its_figure():
     before = list(explorer.figure.data[0].marker.line.width)
     explorer.slider.value = 2
     assert list(explorer.figure.data[0].marker.line.width) != before and "E = 2" in explorer.readout.value
+    assert list(explorer.figure.data[-1].x) == [2] and list(explorer.figure.data[-1].y) == [0.8]   # the ring moved
     assert explorer.figure.layout.width <= FIGURE_WIDTH
 
 
