@@ -8,14 +8,15 @@ measure types; ``lessons`` is the notebooks' glue.
 """
 from .artifacts import Prompt, best_skip_set, load_model
 from .artifacts.prompts import prompts
-from .core import (SUPPORTED_ARCHITECTURES, AdaptiveThreshold, DraftPolicy, FixedK, GenerationResult, JacobiTrace,
-                   SkipSet, SkipStrategy, StaticThreshold, StepRecord, Trace, autoregressive_generate, jacobi_generate,
-                   skipping, speculative_generate)
+from .core import (SUPPORTED_ARCHITECTURES, AdaptiveThreshold, DraftPolicy, EarlyExitDrafter, FixedK, GenerationResult,
+                   JacobiTrace, SkipSet, SkipStrategy, StaticThreshold, StepRecord, TargetConfidenceGate, Trace,
+                   autoregressive_generate, jacobi_generate, skipping, speculative_generate)
 from .measure.strategies import skip_strategy
 
 __all__ = [
-    "AdaptiveThreshold", "DraftPolicy", "FixedK", "GenerationResult", "JacobiTrace", "Prompt",
-    "SUPPORTED_ARCHITECTURES", "SkipSet", "SkipStrategy", "StaticThreshold", "StepRecord", "Trace",
+    "AdaptiveThreshold", "DraftPolicy", "EarlyExitDrafter", "FixedK", "GenerationResult", "JacobiTrace", "Prompt",
+    "SUPPORTED_ARCHITECTURES", "SkipSet", "SkipStrategy", "StaticThreshold", "StepRecord", "TargetConfidenceGate",
+    "Trace",
     "autoregressive_generate", "best_skip_set", "jacobi_generate", "load_model", "prompts", "skip_strategy",
     "skipping", "speculative_generate",
 ]

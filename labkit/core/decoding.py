@@ -140,6 +140,7 @@ def speculative_generate(model, input_ids, *, skip: SkipSet | SkipStrategy | Non
     elif skip is not None or draft_model is not None or lookup:
         raise ValueError("give a drafter or skip / draft_model / lookup, not both")
     policy = _check_policy(policy)
+    policy.begin()
     state = DecodingState(model, new_cache(model), input_ids[0].tolist(), input_ids.shape[1],
                           Warp(do_sample, temperature, top_k, top_p), eos_set(model, eos_token_id), generator)
     trace = Trace(prompt_length=state.prompt_length, sampling=do_sample)

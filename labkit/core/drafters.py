@@ -219,6 +219,8 @@ class LookupDrafter(Drafter):
         return self.fallback is not None and self.fallback.needs_hidden_states
 
     def verify_forward(self, state: DecodingState, draft: Draft):
+        """The fallback's verify, for its own drafts and copied ones alike (a fallback that shares work with the
+        verifier, as an early-exit draft does, falls back to a plain full forward for drafts it did not make)."""
         return self.fallback.verify_forward(state, draft) if self.fallback is not None else super().verify_forward(
             state, draft)
 

@@ -4,7 +4,8 @@ The decoder calls ``keep_drafting(n_drafted, confidence)`` after each drafted to
 (``confidence`` = the draft's top-1 probability for that position; the token just drafted
 is always kept), ``update(n_drafted, n_accepted)`` after each verification of a model draft, and
 ``observe_target(confidence)`` after every verification with the target's probability of the token
-it emitted itself. A step drafts at most ``max_draft`` tokens (0: this step decodes plainly).
+it emitted itself, and ``begin()`` when a generation starts. A step drafts at most ``max_draft`` tokens
+(0: this step decodes plainly).
 
 ``AdaptiveThreshold`` is Draft & Verify's rule (Zhang et al. 2023, Sec. 3.3): a smoothed
 acceptance rate AR <- beta1 * AR + (1 - beta1) * (accepted / drafted); the threshold is
@@ -50,6 +51,9 @@ class DraftPolicy:
 
     def observe_target(self, confidence: float) -> None:
         """Called after every verification with p(the token the target emitted): free, the verify pass made it."""
+
+    def begin(self) -> None:
+        """Called at the start of every generation, before its first step (what holds for one text only resets here)."""
 
     def state(self) -> dict:
         return {"threshold": self.threshold, "max_draft": self.max_draft}

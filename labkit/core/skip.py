@@ -22,7 +22,8 @@ from typing import Iterable, Iterator, Sequence
 import torch
 from torch import nn
 
-__all__ = ["SkipSet", "skipping", "batched_skipping", "decoder_layers", "parse_skip_set", "format_skip_set"]
+__all__ = ["SkipSet", "skipping", "batched_skipping", "decoder_layers", "parse_skip_set", "format_skip_set",
+           "pre_mlp_norm"]
 
 
 def _as_index_tuple(values: Iterable[int], name: str) -> tuple[int, ...]:
@@ -185,6 +186,13 @@ def decoder_layers(model: nn.Module) -> nn.ModuleList:
             "layer skipping supports Llama-style decoder models (see labkit.SUPPORTED_ARCHITECTURES)"
         )
     return layers
+
+
+def pre_mlp_norm(model: nn.Module) -> str:
+    """Name of the norm that reads the residual stream between a layer's attention and MLP blocks (its input is
+    the stream after attention): ``post_attention_layernorm`` (Llama, Mistral, Qwen2), ``pre_feedforward_layernorm``
+    (Gemma2, whose ``post_attention_layernorm`` rescales the attention output before it is added)."""
+    return _BLOCK_NORMS.get(getattr(model.config, "model_type", None), _BLOCK_NORMS[None])["mlp"][0]
 
 
 @contextlib.contextmanager

@@ -38,9 +38,12 @@ from ..artifacts.paths import BENCH_DIR
 from ..artifacts.prompts import benchmark_prompts, source_info, source_label
 from ..artifacts.results import skip_set_for
 from ..core.decoding import GenerationResult, autoregressive_generate, speculative_generate
+from ..core.early_exit import EarlyExitDrafter
+from ..core.gate import TargetConfidenceGate
 from ..core.jacobi import INITS, METHODS, jacobi_generate
 from ..core.policies import AdaptiveThreshold, FixedK, StaticThreshold
 from .adaptive import strategy_methods
+from .early_exit import CallProfile, hf_early_exit_profile, labkit_early_exit_profile
 from .machine import machine_info
 
 __all__ = ["BenchConfig", "Method", "run_benchmark", "summarise", "load_results", "trace_overhead", "format_table",
@@ -65,6 +68,8 @@ class BenchConfig:
     sampling: bool = True               # also a sampling section (temperature below, fixed seeds)
     temperature: float = 0.7
     hf_builtins: bool = True
+    early_exit_and_gate: bool = True    # labkit's early-exit drafter and the target-confidence gate (issue 18)
+    gate_min_confidence: float = 0.4
     jacobi: bool = True                 # Jacobi / Gauss-Seidel rows (each initialisation) on the first model
     jacobi_block: int = 4                # the fewest iterations per token for the self-draft (docs/decisions.md)
     prompt_source: str = "stdlib"       # prompts of the greedy and sampling sections: stdlib, packages or a file
@@ -196,6 +201,34 @@ def build_methods(cfg: BenchConfig, loaded: dict, calib_ids: torch.Tensor) -> tu
     return methods, notes
 
 
+def early_exit_and_gate_methods(cfg: BenchConfig, loaded: dict, notes: dict) -> list[Method]:
+    """labkit's early-exit drafter at the exit layer of transformers' early-exit row (else L // 2), once with
+    transformers' drafting rule (up to 20 tokens while the draft's confidence is >= 0.4) and once adaptive;
+    the target-confidence gate around self-speculation's adaptive and fixed-K policies."""
+    out = []
+    g = cfg.gate_min_confidence
+    for name in cfg.models:
+        model, _ = loaded[name]
+        n = model.config.num_hidden_layers
+        skip, _ = skip_set_for(name, n)
+        exit_layer = notes.get(name, {}).get("early_exit_layer") or max(1, n // 2)
+        notes.setdefault(name, {})["labkit_early_exit_layer"] = exit_layer
+        rules = {"HF rule": lambda: StaticThreshold(0.4, 20), "adaptive": AdaptiveThreshold}
+        for label, make_policy in rules.items():
+            policy = make_policy()
+            out.append(_labkit_method(
+                f"{name}: labkit early exit (layer {exit_layer}), {label}", name,
+                lambda ids, k, m=model, e=exit_layer, p=policy: speculative_generate(
+                    m, ids, drafter=EarlyExitDrafter(m, e), policy=p, max_new_tokens=k)))
+        for label, make_policy in {"adaptive": AdaptiveThreshold, "fixed K": lambda: FixedK(cfg.fixed_k)}.items():
+            policy = TargetConfidenceGate(make_policy(), g)
+            out.append(_labkit_method(
+                f"{name}: self-spec {label} + gate {g:g}", name,
+                lambda ids, k, m=model, s=skip, p=policy: speculative_generate(m, ids, skip=s, policy=p,
+                                                                               max_new_tokens=k)))
+    return out
+
+
 def _jacobi_record(result: GenerationResult, seconds: float) -> RunRecord:
     """A Jacobi iteration is a verify step whose draft is the previous iterate: guesses fed in count as drafted,
     confirmed guesses as accepted, iterations as steps, initial-guess time as draft time."""
@@ -297,7 +330,7 @@ def summarise(methods: list[Method], records: dict, reference: dict[str, str]) -
         row["limit"] = row["measured_over_limit"] = None
         if row["mean_drafted"] is not None and base_ar is not None:
             full = base_ar["ms_per_token"]
-            c = row["draft_ms_per_drafted"] / full
+            c = row["draft_ms_per_drafted"] / full if row["draft_ms_per_drafted"] is not None else 0.0  # nothing drafted (gated)
             c_v = row["verify_ms_per_step"] / full
             row["limit"] = (row["mean_accepted"] + 1) / (row["mean_drafted"] * c + c_v)
             row["c"], row["c_v"] = c, c_v
@@ -317,9 +350,11 @@ def run_benchmark(cfg: BenchConfig) -> dict:
     tokenizer = loaded[cfg.models[0]][1]
     prompt_list = benchmark_prompts(cfg.n_prompts, seed=cfg.seed, source=cfg.prompt_source)
     prompt_ids = [tokenizer(p.text, return_tensors="pt")["input_ids"] for p in prompt_list]
-    greedy_rows, sampling_rows, notes = [], [], {}
+    greedy_rows, sampling_rows, notes, profiles = [], [], {}, {}
     if not cfg.only_strategies:
         methods, notes = build_methods(cfg, loaded, prompt_ids[0])
+        if cfg.early_exit_and_gate:
+            methods += early_exit_and_gate_methods(cfg, loaded, notes)
         if cfg.jacobi:
             methods += jacobi_methods(cfg, loaded)
         reference = {name: f"{name}: labkit plain loop" for name in cfg.models}
@@ -328,6 +363,9 @@ def run_benchmark(cfg: BenchConfig) -> dict:
         smethods = sampling_methods(cfg, loaded)
         sref = {cfg.models[0]: smethods[0].name}
         sampling_rows = summarise(smethods, _interleaved(smethods, prompt_ids, cfg, "sampling"), sref)
+    exit_layer = notes.get(cfg.models[0], {}).get("early_exit_layer")
+    if cfg.early_exit_and_gate and exit_layer:
+        profiles = early_exit_profiles(loaded[cfg.models[0]][0], prompt_ids, exit_layer, cfg.max_new_tokens)
     strategy_section = run_strategy_section(cfg, loaded) if cfg.strategies else None
     return {
         "config": asdict(cfg),
@@ -338,6 +376,7 @@ def run_benchmark(cfg: BenchConfig) -> dict:
         "notes": notes,
         "greedy": greedy_rows,
         "sampling": sampling_rows,
+        "early_exit_profile": profiles,
         "seconds": round(time.perf_counter() - t0, 1),
     }
 
@@ -380,6 +419,35 @@ def run_strategy_section(cfg: BenchConfig, loaded: dict) -> dict:
         out["rows"] += [{"prompts": label, **row} for row in rows]
         out["sources"][label], out["prompts"][label] = source_info(source), [p.source for p in chosen]
     return out
+
+
+def early_exit_profiles(model, prompt_ids: list[torch.Tensor], exit_layer: int, max_new_tokens: int) -> dict:
+    """Why transformers' ``assistant_early_exit`` and labkit's early-exit drafter differ at the same exit layer and
+    the same drafting rule: each generation profiled (model calls classified by the layers they ran), summed
+    over the prompts, one run each after the interleaved benchmark (see :mod:`labkit.measure.early_exit`)."""
+    out = {}
+    for label, run in (("transformers", lambda ids: hf_early_exit_profile(model, ids, exit_layer, max_new_tokens)),
+                       ("labkit", lambda ids: labkit_early_exit_profile(model, ids, exit_layer, max_new_tokens,
+                                                                        StaticThreshold(0.4, 20)))):
+        total = CallProfile()
+        for ids in prompt_ids:
+            p = run(ids)
+            total.calls += p.calls
+            total.total_s += p.total_s
+            for key in ("new_tokens", "drafted", "accepted", "steps"):
+                setattr(total, key, getattr(total, key) + getattr(p, key))
+        out[label] = total.summary()
+    return out
+
+
+def format_profiles(profiles: dict) -> str:
+    head = f"{'':14} {'ms/tok':>7} {'accept':>7} {'tok/step':>8} {'full':>6} {'early':>6} {'late':>6} {'outside':>7} {'layer-0 tok':>11} {'last-layer tok':>14}"
+    lines = [head]
+    for label, p in profiles.items():
+        lines.append(f"{label:14} {p['ms_per_token']:>7.2f} {p['acceptance']:>7.3f} {p['tokens_per_step']:>8.2f} "
+                     f"{p['full_ms_per_token']:>6.2f} {p['early_ms_per_token']:>6.2f} {p['late_ms_per_token']:>6.2f} "
+                     f"{p['outside_ms_per_token']:>7.2f} {p['first_layer_tokens']:>11} {p['last_layer_tokens']:>14}")
+    return "\n".join(lines)
 
 
 def trace_overhead(model_name: str = "default", *, n_prompts: int = 4, max_new_tokens: int = 128, rounds: int = 5,
@@ -470,6 +538,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--threads", type=int)
     parser.add_argument("--no-sampling", action="store_true")
     parser.add_argument("--no-hf-builtins", action="store_true")
+    parser.add_argument("--no-early-exit-and-gate", action="store_true", help="leave out issue 18's rows")
     parser.add_argument("--no-jacobi", action="store_true", help="leave out the Jacobi / Gauss-Seidel rows")
     parser.add_argument("--prompt-source", help="prompts of the greedy/sampling sections: stdlib (default), "
                                                 "packages, or a .txt/.jsonl file (see labkit.artifacts.prompts)")
@@ -494,6 +563,8 @@ def main(argv: list[str] | None = None) -> None:
         overrides["sampling"] = False
     if args.no_hf_builtins:
         overrides["hf_builtins"] = False
+    if args.no_early_exit_and_gate:
+        overrides["early_exit_and_gate"] = False
     if args.no_jacobi:
         overrides["jacobi"] = False
     if args.no_strategies:
@@ -515,6 +586,11 @@ def main(argv: list[str] | None = None) -> None:
               f"decode time)" + format_strategy_table(section["rows"]))
         for label, info in section["sources"].items():
             print(f"{label} prompts: {info}")
+    if result.get("early_exit_profile"):
+        print(f"\nEarly exit at layer {result['notes'][cfg.models[0]]['early_exit_layer']}, same drafting rule, where the "
+              "time goes (ms per generated token in model calls that ran all layers / only the early layers / only the "
+              "late layers / outside model calls; tokens read by the first and the last layer):\n"
+              + format_profiles(result["early_exit_profile"]))
     paths = write_results(result, Path(cfg.out_dir))
     print(f"\n{result['seconds']:.0f} s in all; written: {', '.join(str(p) for p in paths)}")
 

@@ -33,6 +33,11 @@ PALETTE = {
     "final": "#d9d9d9", "fixed_now": "#2ca25f", "changed": "#de2d26", "unchanged": "#c7e9c0",
     # kinds of decoding method
     "baseline": "#9e9e9e", "labkit": "#2e7d32", "transformers": "#1565c0",
+    # families of drafters (notebook 08)
+    "plain": "#9e9e9e", "layer skip": "#2e7d32", "early exit": "#6a3d9a", "separate model": "#b15928",
+    "prompt lookup": "#1f78b4", "combination": "#e7298a",
+    # where a forward's time goes (early exit, ours vs transformers')
+    "full forward": "#bdbdbd", "early layers": "#9e9ac8", "late layers": "#54278f", "outside model": "#fdae6b",
 }
 #: Line colours of models (or runs) compared side by side: first, second, ...
 MODEL_COLORS = ("#1b9e77", "#d95f02", "#7570b3", "#e7298a")

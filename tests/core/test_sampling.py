@@ -6,7 +6,8 @@ import torch
 from scipy import stats
 
 import labkit.core.verify as verify_module
-from labkit import FixedK, SkipSet, autoregressive_generate, speculative_generate
+from labkit import (EarlyExitDrafter, FixedK, SkipSet, TargetConfidenceGate, autoregressive_generate,
+                    speculative_generate)
 from labkit.core.sampling import Warp
 from labkit.core.strategies import InContextStrategy, KnapsackStrategy, OnTheFlyStrategy
 from tiny_models import tiny_model
@@ -33,21 +34,22 @@ def draft():
     return sharp_tiny_model(n_layers=1, seed=11)
 
 
-def exact_two_token_distribution(model, warp: Warp, prompt=PROMPT) -> dict:
-    """P(t1, t2 | prompt) by enumeration over the whole (tiny) vocabulary."""
+def exact_two_token_distribution(model, warp: Warp, prompt=PROMPT, n_tokens: int = 2) -> dict:
+    """P(t1, t2 | prompt) (or of ``n_tokens`` tokens) by enumeration over the whole (tiny) vocabulary."""
     with torch.no_grad():
-        p1 = warp.probs(model(prompt).logits[0, -1])
-        dist = {}
-        for t1 in range(VOCAB):
-            p2 = warp.probs(model(torch.cat([prompt, torch.tensor([[t1]])], dim=1)).logits[0, -1])
-            for t2 in range(VOCAB):
-                dist[(t1, t2)] = float(p1[t1] * p2[t2])
+        dist = {(): 1.0}
+        for _ in range(n_tokens):
+            longer = {}
+            for prefix, prob in dist.items():
+                p = warp.probs(model(torch.cat([prompt, torch.tensor([list(prefix)], dtype=torch.long)], dim=1)).logits[0, -1])
+                longer.update({prefix + (t,): prob * float(p[t]) for t in range(VOCAB)})
+            dist = longer
     return dist
 
 
-def empirical(sample_fn) -> dict:
+def empirical(sample_fn, n_tokens: int = 2) -> dict:
     g = torch.Generator().manual_seed(1234)
-    counts = dict.fromkeys(itertools.product(range(VOCAB), repeat=2), 0)
+    counts = dict.fromkeys(itertools.product(range(VOCAB), repeat=n_tokens), 0)
     for _ in range(N_SAMPLES):
         new = sample_fn(g)
         counts[tuple(new)] += 1
@@ -95,10 +97,23 @@ def test_speculative_sampling_matches_exact_distribution(target, draft, warp):
         "skip everything": lambda g: speculative_generate(target, PROMPT, skip=SkipSet.all(2), policy=FixedK(2),
                                                           generator=g, **kw).new_tokens,
         "plain loop": lambda g: autoregressive_generate(target, PROMPT, generator=g, **kw).new_tokens,
+        "early exit after layer 1": lambda g: speculative_generate(target, PROMPT, drafter=EarlyExitDrafter(target, 1),
+                                                                   policy=FixedK(2), generator=g, **kw).new_tokens,
     }.items():
         counts = empirical(fn)
         assert chi_square_p_value(counts, dist) > 1e-3, name
         assert total_variation(counts, dist) < tv_bound(dist), name
+
+
+def test_gated_early_exit_is_exact_too(target):
+    """The gate decides from a sampled token's probability whether the next step drafts: still exact."""
+    dist = exact_two_token_distribution(target, WARPS[0], n_tokens=3)    # 3 tokens: after a rejection in step 1,
+    gate = TargetConfidenceGate(FixedK(2), 0.5)                          # step 2 may draft, or not
+    counts = empirical(lambda g: speculative_generate(target, PROMPT, drafter=EarlyExitDrafter(target, 1), policy=gate,
+                                                      max_new_tokens=3, do_sample=True, generator=g).new_tokens, 3)
+    assert gate.n_closed > 0 and gate.n_closed < gate.n_observed       # both branches were taken
+    assert chi_square_p_value(counts, dist) > 1e-3
+    assert total_variation(counts, dist) < tv_bound(dist)
 
 
 def test_prompt_lookup_drafts_are_lossless_too(target):

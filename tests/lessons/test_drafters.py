@@ -1,0 +1,167 @@
+"""Notebook 08's glue: every "which one when" sentence follows its data (fed data that reverses the claim,
+it says the opposite), outside prompts, and the two explorers move their figures."""
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from labkit.lessons import drafters as lesson
+from labkit.measure.saturation import Saturation
+from labkit.viz.style import FIGURE_WIDTH
+
+
+def table(**speedups):
+    """A comparison table: layer skip, early exit E=2/E=6, a separate model, prompt lookup and a combination."""
+    rows = [("plain", "plain", 1.0, float("nan"), 1.0, 0, None, None)]
+    spec = {"layer skip (searched)": ("layer skip", 0.7, 2.0, 0, None, None),
+            "early exit E=2": ("early exit", 0.3, 1.3, 0, None, 2), "early exit E=6": ("early exit", 0.8, 2.2, 0, None, 6),
+            "separate model": ("separate model", 0.5, 1.7, 1_000, None, None),
+            "prompt lookup": ("prompt lookup", 0.9, 1.5, 0, None, None),
+            "lookup + layer skip (searched)": ("combination", 0.7, 2.6, 0, None, None),
+            "layer skip (searched) + gate 0.4": ("layer skip", 0.8, 1.4, 0, 0.4, None)}
+    for name, (family, acc, tps, params, gate, e) in spec.items():
+        rows.append((name, family, speedups[name], acc, tps, params, gate, e))
+    return pd.DataFrame(rows, columns=["drafter", "family", "speedup", "acceptance", "tokens_per_step",
+                                       "extra_parameters", "gate", "exit_layer"]).set_index("drafter")
+
+
+BASE = {"layer skip (searched)": 1.4, "early exit E=2": 0.8, "early exit E=6": 1.1, "separate model": 1.2,
+        "prompt lookup": 1.6, "lookup + layer skip (searched)": 2.0, "layer skip (searched) + gate 0.4": 1.3}
+
+
+def test_fastest_sentence_follows_the_data():
+    assert lesson.fastest_sentence(table(**BASE)).startswith("lookup + layer skip (searched) is the fastest")
+    slow = {k: v / 3 for k, v in BASE.items()}
+    assert lesson.fastest_sentence(table(**slow)).startswith("No drafter beats plain decoding")
+
+
+def test_early_exit_vs_layer_skip_reverses():
+    assert "layer skip is faster" in lesson.early_exit_vs_skip_sentence(table(**BASE), 8)
+    flipped = {**BASE, "early exit E=6": 1.9}
+    text = lesson.early_exit_vs_skip_sentence(table(**flipped), 8)
+    assert "early exit is faster" in text and "E=6 of 8" in text
+    even = {**BASE, "early exit E=6": 1.41}
+    assert "within measurement noise" in lesson.early_exit_vs_skip_sentence(table(**even), 8)
+
+
+def test_lookup_and_memory_sentences_reverse():
+    assert "beats both parts alone" in lesson.lookup_sentence(table(**BASE))
+    assert "does not beat" in lesson.lookup_sentence(table(**{**BASE, "lookup + layer skip (searched)": 1.0}))
+    assert "(layer skip (searched) alone: 1.40x)" in lesson.lookup_sentence(table(**BASE))
+    text = lesson.memory_sentence(table(**BASE), target_parameters=10_000)
+    assert "1,000 parameters (10% of the target's)" in text and "yet is slower than" in text
+    assert "and is faster than" in lesson.memory_sentence(table(**{**BASE, "separate model": 3.0}), 10_000)
+
+
+def sweep(stdlib_gated: float, outside_gated: float) -> pd.DataFrame:
+    rows = []
+    for prompts, gated in (("stdlib", stdlib_gated), ("outside", outside_gated)):
+        rows.append({"prompts": prompts, "policy": "adaptive", "threshold": np.nan, "speedup": 1.0, "acceptance": 0.6,
+                     "gated_fraction": 0.0})
+        rows.append({"prompts": prompts, "policy": "adaptive", "threshold": 0.4, "speedup": gated, "acceptance": 0.8,
+                     "gated_fraction": 0.5})
+    return pd.DataFrame(rows)
+
+
+def test_gate_sentences_say_where_it_helps_and_where_not():
+    helps_on_stdlib, hurts_outside = lesson.gate_sentences(sweep(1.2, 0.8))
+    assert helps_on_stdlib.startswith("On stdlib prompts") and "the gate helps" in helps_on_stdlib
+    assert hurts_outside.startswith("On outside prompts") and "does not help" in hurts_outside
+    first, second = lesson.gate_sentences(sweep(0.8, 1.01))
+    assert "does not help" in first and "no measurable difference" in second
+
+
+def saturation(frac_right_after_1: float, name: str) -> Saturation:
+    n, layers = 10, 3
+    tokens = np.arange(n)
+    top1 = np.tile(tokens[:, None], (1, 2 * layers + 1))
+    top1[:, 0] = -1
+    top1[int(frac_right_after_1 * n):, 2] = -1                  # wrong after layer 1 for the rest
+    nan = np.full((n, 2 * layers + 1), 0.5)
+    return Saturation(name, layers, tokens, np.zeros(n, int), top1, nan, nan, nan, nan,
+                      np.full((n, layers + 1), 0.9))
+
+
+def test_saturation_sentence_and_combo_exit_layer():
+    text = lesson.saturation_sentence({"a": saturation(0.3, "a"), "b": saturation(0.9, "b")}, 1)
+    assert "b: 90%; a: 30%" in text and "b's first 1 layers are already right for 60 percentage points more" in text
+    assert lesson.combo_exit_layer(saturation(0.9, "x")) == 1
+    assert lesson.combo_exit_layer(saturation(0.3, "x")) == 2                # layer 1 is right for 30 % only
+    assert lesson.combo_exit_layer(saturation(0.9, "x"), min_alpha=1.0) == 2
+
+
+def test_profile_sentences_follow_the_profiles():
+    base = dict(steps=10, acceptance=0.5, first_layer_tokens=100, last_layer_tokens=100, full_ms_per_token=1.0,
+                late_ms_per_token=2.0, early_ms_per_token=2.0, outside_ms_per_token=0.5, ms_per_token=5.5)
+    theirs = {**base, "first_layer_tokens": 200, "full_ms_per_token": 4.0, "late_ms_per_token": 0.0,
+              "outside_ms_per_token": 1.5, "ms_per_token": 7.5}
+    same, layers, _, verdict = lesson.profile_sentences({"labkit": base, "transformers": theirs})
+    assert same.startswith("Both drafted the same tokens") and "(2.0x)" in layers and "labkit is faster" in verdict
+    differ = lesson.profile_sentences({"labkit": base, "transformers": {**theirs, "steps": 12, "ms_per_token": 4.0}})
+    assert differ[0].startswith("Their drafts differ") and "transformers is faster" in differ[-1]
+
+
+def test_roc_sentence_ranks_signals():
+    rocs = {"m": {"softmax response": {"auc": 0.7}, "top-2 gap": {"auc": 0.8}, "state saturation": {"auc": 0.4}}}
+    (text,) = lesson.roc_sentence(rocs)
+    assert "the top-2 gap predicts best (AUC 0.80)" in text and "worse than a coin flip" in text
+
+
+def test_outside_prompts_are_signatures_and_docstrings():
+    texts = lesson.package_function_prompts()
+    assert len(texts) == len(lesson.OUTSIDE_FUNCTIONS)
+    for text in texts:
+        assert text.startswith(("def ", "@")) and text.rstrip().endswith(('"""', "'''")) and 40 <= len(text) <= 700
+    with pytest.raises(ValueError, match="module:qualified.name"):
+        lesson.package_function_prompts(["tqdm.utils.disp_len"])
+
+
+def test_the_map_places_every_chapter_on_a_method():
+    keys = {m["key"] for m in lesson.FAMILY_METHODS}
+    assert [c["number"] for c in lesson.LAB_CHAPTERS] == [f"{i:02d}" for i in range(9)]
+    assert all(c["method"] in keys for c in lesson.LAB_CHAPTERS)
+    assert all(t in keys for m in lesson.FAMILY_METHODS for t in m.get("feeds", ()))
+
+
+def test_exit_layer_explorer_moves_its_figure():
+    t = table(**BASE).assign(acceptance=lambda d: d["acceptance"], tokens_per_step=lambda d: d["tokens_per_step"])
+    explorer = lesson.ExitLayerExplorer(t, {1: 0.2, 2: 0.3, 6: 0.8})
+    assert explorer.slider.value == 6                                   # opens on the fastest exit
+    before = list(explorer.figure.data[0].marker.line.width)
+    explorer.slider.value = 2
+    assert list(explorer.figure.data[0].marker.line.width) != before and "E = 2" in explorer.readout.value
+    assert list(explorer.figure.data[-1].x) == [2] and list(explorer.figure.data[-1].y) == [0.8]   # the ring moved
+    assert explorer.figure.layout.width <= FIGURE_WIDTH
+
+
+def test_gate_explorer_moves_its_figure():
+    signal = pd.DataFrame({"prev_confidence": [0.1, 0.3, 0.5, 0.7, 0.9, 0.2], "first_accepted": [0, 1, 0, 1, 1, 0],
+                           "n_drafted": [2] * 6, "n_accepted": [0, 1, 0, 2, 2, 0], "accepted_fraction": [0] * 6,
+                           "prompts": ["s"] * 3 + ["o"] * 3, "policy": ["p"] * 6}).astype({"first_accepted": bool})
+    sw = pd.DataFrame({"prompts": ["s", "s", "o", "o"], "policy": ["p"] * 4, "threshold": [np.nan, 0.4, np.nan, 0.4],
+                       "speedup": [1.0, 1.1, 1.2, 0.9], "acceptance": [0.5, 0.6, 0.7, 0.6]})
+    explorer = lesson.GateExplorer(signal, sw, threshold=0.4)
+    kept_before = [list(d.x) for d in explorer.figure.data]
+    explorer.slider.value = 0.05
+    assert [list(d.x) for d in explorer.figure.data] != kept_before
+    assert explorer.figure.layout.shapes[0].x0 == 0.05 and "0.05" in explorer.readout.value
+    text = explorer.readout.value
+    explorer.choice.value = ("o", "p")
+    assert explorer.readout.value != text and sum(len(d.x) for d in explorer.figure.data) == 3
+    assert not math.isnan(explorer.last_update_ms)
+
+
+def test_gate_table_sentence_links_help_to_acceptance():
+    weak_helped = {**BASE, "layer skip (searched) + gate 0.4": 1.6}
+    text = lesson.gate_table_sentence(table(**weak_helped))
+    assert text.startswith("In the side-by-side table the gate (0.4) speeds up 1 of 1 drafters: all of them")
+    t = table(**BASE)
+    extra = t.loc[["early exit E=2"]].rename(index={"early exit E=2": "early exit E=2 + gate 0.4"}).assign(gate=0.4)
+    both = pd.concat([t, extra])
+    both.loc["early exit E=2 + gate 0.4", "speedup"] = 1.2               # helps the weak draft (acceptance 30 %)
+    text = lesson.gate_table_sentence(both)                             # not layer skip (1.3 < 1.4)
+    assert "speeds up 1 of 2 drafters (early exit E=2): the ones whose drafts were accepted least" in text
+    both.loc["early exit E=2 + gate 0.4", "speedup"] = 0.5
+    both.loc["layer skip (searched) + gate 0.4", "speedup"] = 2.0         # now only the strong draft is helped
+    assert "not the ones whose drafts were accepted least" in lesson.gate_table_sentence(both)

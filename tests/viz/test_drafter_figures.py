@@ -1,0 +1,74 @@
+"""Notebook 08's figures: built from real (tiny) measurements, sized to the column, every trace fed lists."""
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+import pytest
+
+from labkit.lessons.drafters import FAMILY_METHODS, LAB_CHAPTERS
+from labkit.measure.saturation import exit_signal_rocs, measure_saturation
+from labkit.viz import drafters as vd, saturation as vs
+from labkit.viz.style import FIGURE_WIDTH
+from tiny_models import ToyTokenizer, tiny_model
+
+
+@pytest.fixture(scope="module")
+def sats():
+    out = {}
+    for name, seed in (("a", 0), ("b", 1)):
+        model = tiny_model("llama", n_layers=3, vocab_size=97, seed=seed)
+        out[name] = measure_saturation(model, ToyTokenizer(), ["def f(x):", "import os"], max_new_tokens=8,
+                                       name=name, progress=False)
+    return out
+
+
+def check(fig):
+    assert isinstance(fig, go.Figure) and fig.layout.title.text and len(fig.data) >= 1
+    assert fig.layout.width is None or fig.layout.width <= FIGURE_WIDTH
+    fig.to_json()                                                   # serialisable (what the browser receives)
+
+
+def test_saturation_figures(sats):
+    fig = vs.saturation_curves_figure(sats)
+    check(fig)
+    assert len(fig.data) == 3 * len(sats) and list(fig.data[0].x) == sats["a"].stages
+    check(vs.lens_heatmap_figure(sats["a"], ToyTokenizer(), prompt=1, max_tokens=5))
+    fig = vs.exit_roc_figure({k: exit_signal_rocs(v) for k, v in sats.items()})
+    check(fig)
+    assert sum(t.name is not None and "AUC" in t.name for t in fig.data) == 3 * len(sats)
+    with pytest.raises(ValueError):
+        vs.lens_heatmap_figure(sats["a"], ToyTokenizer(), prompt=5)
+
+
+def comparison_table():
+    rows = [("plain", "plain", 1.0, np.nan, 1.0, 0, np.nan, np.nan),
+            ("layer skip (searched)", "layer skip", 1.3, 0.7, 2.0, 0, np.nan, np.nan),
+            ("early exit E=1", "early exit", 0.9, 0.3, 1.3, 0, np.nan, 1),
+            ("early exit E=2", "early exit", 1.1, 0.6, 1.8, 0, np.nan, 2),
+            ("separate model", "separate model", 1.2, 0.5, 1.7, 5000, np.nan, np.nan),
+            ("layer skip (searched) + gate 0.4", "layer skip", 1.25, 0.8, 1.4, 0, 0.4, np.nan)]
+    t = pd.DataFrame(rows, columns=["drafter", "family", "speedup", "acceptance", "tokens_per_step",
+                                    "extra_parameters", "gate", "exit_layer"]).set_index("drafter")
+    return t.assign(ms_per_token=5.0, ms_min=4.5, ms_max=5.5)
+
+
+def test_drafter_figures():
+    check(vd.family_map_figure(FAMILY_METHODS, LAB_CHAPTERS))
+    table = comparison_table()
+    fig = vd.drafter_comparison_figure(table)
+    check(fig)
+    assert sum(len(t.x) for t in fig.data) == len(table) - 1               # every drafter but plain, once
+    fig = vd.exit_layer_figure(table, {1: 0.2, 2: 0.5, 3: 1.0}, selected=2)
+    check(fig)
+    assert list(fig.data[0].marker.line.width) == [0, 3]
+    sweep = pd.DataFrame({"prompts": ["s"] * 3, "policy": ["p"] * 3, "threshold": [np.nan, 0.2, 0.6],
+                          "speedup": [1.0, 1.1, 0.9], "acceptance": [0.5, 0.6, 0.7]})
+    fig = vd.gate_sweep_figure(sweep)
+    check(fig)
+    assert list(fig.data[0].x) == [0.0, 0.2, 0.6] and list(fig.data[0].y) == [1.0, 1.1, 0.9]
+    signal = pd.DataFrame({"prev_confidence": [0.1, 0.5, 0.9], "first_accepted": [False, True, True]})
+    fig = vd.gate_signal_figure(signal, 0.3)
+    check(fig)
+    assert [list(t.x) for t in fig.data] == [[0.5, 0.9], [], [], [0.1]]
+    prof = dict(ms_per_token=5.0, full_ms_per_token=1.0, early_ms_per_token=2.0, late_ms_per_token=1.0,
+                outside_ms_per_token=1.0, first_layer_tokens=10, last_layer_tokens=10)
+    check(vd.early_exit_profile_figure({"ours": prof, "theirs": {**prof, "first_layer_tokens": 20}}))
