@@ -6,11 +6,7 @@ it stays true in FAST mode, in full mode and after any rerun; the tests feed eac
 """
 from __future__ import annotations
 
-import ast
-import importlib
-import inspect
 import math
-import textwrap
 import time
 
 import numpy as np
@@ -22,7 +18,7 @@ from ..viz.drafters import exit_layer_figure, gate_signal_figure, gate_signal_tr
 from ..viz.style import PALETTE
 from ..viz.widgets import as_widget, update_widget
 
-__all__ = ["FAMILY_METHODS", "LAB_CHAPTERS", "OUTSIDE_FUNCTIONS", "package_function_prompts", "combo_exit_layer",
+__all__ = ["FAMILY_METHODS", "LAB_CHAPTERS", "combo_exit_layer",
            "fastest_sentence", "early_exit_vs_skip_sentence", "gate_sentences", "memory_sentence", "lookup_sentence",
            "saturation_sentence", "roc_sentence", "profile_sentences",
            "gate_table_sentence", "which_one_when", "ExitLayerExplorer", "GateExplorer"]
@@ -67,41 +63,6 @@ LAB_CHAPTERS = [
     {"number": "07", "title": "adaptive skip sets", "method": "sparsity"},
     {"number": "08", "title": "choosing a drafter (early exit, gate)", "method": "early exit"},
 ]
-
-# ---------------------------------------------------------------------------------------------------------
-# outside prompts (until labkit.prompts(..., source="packages") lands): a fixed list of installed functions
-# ---------------------------------------------------------------------------------------------------------
-#: ``module:qualified.name`` of functions with docstrings in two installed third-party packages (tqdm, optuna):
-#: code the lab's models never trained on (they saw only the standard library).
-OUTSIDE_FUNCTIONS = (
-    "tqdm.utils:disp_len", "tqdm.utils:disp_trim", "tqdm.utils:envwrap", "tqdm.std:tqdm.set_description",
-    "tqdm.std:tqdm.set_postfix", "tqdm.std:tqdm.reset", "tqdm.std:tqdm.refresh",
-    "optuna.distributions:json_to_distribution", "optuna.distributions:distribution_to_json",
-    "optuna.distributions:BaseDistribution.to_external_repr", "optuna.distributions:_categorical_choice_equal",
-    "optuna.study.study:Study._is_multi_objective",
-)
-
-
-def package_function_prompts(names=OUTSIDE_FUNCTIONS) -> list[str]:
-    """Signature + docstring of each named function (``module:qualname``), dedented, ending at the docstring's
-    closing quotes: the same shape as the lab's stdlib prompts."""
-    texts = []
-    for name in names:
-        module, sep, qualname = name.partition(":")
-        if not sep:
-            raise ValueError(f"expected 'module:qualified.name', got {name!r}")
-        obj = importlib.import_module(module)
-        for part in qualname.split("."):
-            obj = getattr(obj, part)
-        source = textwrap.dedent(inspect.getsource(obj))
-        node = ast.parse(source).body[0]
-        doc = node.body[0]
-        if not (isinstance(doc, ast.Expr) and isinstance(getattr(doc, "value", None), ast.Constant)):
-            raise ValueError(f"{name} has no docstring")
-        start = (node.decorator_list[0].lineno if node.decorator_list else node.lineno) - 1
-        texts.append("\n".join(source.splitlines()[start:doc.end_lineno]))
-    return texts
-
 
 def combo_exit_layer(sat: Saturation, min_alpha: float = 0.8) -> int:
     """The exit layer to combine with prompt lookup: the shallowest E < L whose logit-lens α reaches

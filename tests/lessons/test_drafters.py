@@ -4,7 +4,6 @@ import math
 
 import numpy as np
 import pandas as pd
-import pytest
 
 from labkit.lessons import drafters as lesson
 from labkit.measure.saturation import Saturation
@@ -108,13 +107,6 @@ def test_roc_sentence_ranks_signals():
     assert "the top-2 gap predicts best (AUC 0.80)" in text and "worse than a coin flip" in text
 
 
-def test_outside_prompts_are_signatures_and_docstrings():
-    texts = lesson.package_function_prompts()
-    assert len(texts) == len(lesson.OUTSIDE_FUNCTIONS)
-    for text in texts:
-        assert text.startswith(("def ", "@")) and text.rstrip().endswith(('"""', "'''")) and 40 <= len(text) <= 700
-    with pytest.raises(ValueError, match="module:qualified.name"):
-        lesson.package_function_prompts(["tqdm.utils.disp_len"])
 
 
 def test_the_map_places_every_chapter_on_a_method():
