@@ -82,7 +82,8 @@ def plain_like(grid):
     data["cells"] = [c for c in data["cells"] if c["ratio"] != top]
     for c in data["cells"]:
         c["acceptance_rate"] *= 0.3
-        c["speedup"] *= 0.5
+        for key in ("speedup", "speedup_min", "speedup_max"):
+            c[key] *= 0.5
     return pgm.PlaygroundGrid(data, name="plain")
 
 
