@@ -35,7 +35,7 @@ from tqdm.auto import tqdm
 
 from ..artifacts.models import load_model, model_key
 from ..artifacts.paths import PLAYGROUND_DIR
-from ..artifacts.prompts import benchmark_prompts
+from ..artifacts.prompts import benchmark_prompts, showcase_prompt
 from ..artifacts.results import bucket_index, ratio_buckets, skip_sets_by_bucket
 from ..core.decoding import autoregressive_generate, speculative_generate
 from ..core.policies import AdaptiveThreshold, StaticThreshold
@@ -85,6 +85,7 @@ class GridConfig:
     n_prompts: int = 2
     max_new_tokens: int = 48
     repeats: int = 3                    # every cell runs this many times: its speedup's min-max is the noise
+    showcase_model: str | None = "default"   # first prompt: this model's showcase prompt (None: benchmark order)
     prompt_seed: int = 0
     seed: int = 0                       # order of the cells inside a block
     plain_every: int = 9                # a plain-loop run after every this many speculative runs
@@ -244,11 +245,25 @@ def _grid_entries(model_name, n_layers: int, cfg: GridConfig, skip_sets, search_
     return sorted(entries, key=lambda e: e["ratio"]), "given skip sets"
 
 
-def _grid_prompts(tokenizer, cfg: GridConfig, prompt_texts) -> tuple[list[dict], list[torch.Tensor]]:
-    """Default: the benchmark prompts (after those the skip sets were chosen on)."""
+def _default_prompts(model, model_name, tokenizer, cfg: GridConfig) -> list[dict]:
+    """The showcase prompt chosen by ``cfg.showcase_model``'s greedy text (novel text, by a rule; the same for
+    every model's grid), then the benchmark prompts in order (unselected: they show what is typical)."""
+    bench = [{"source": p.source, "text": p.text, "why": "benchmark order"}
+             for p in benchmark_prompts(cfg.n_prompts, seed=cfg.prompt_seed)]
+    if not cfg.showcase_model:
+        return bench
+    same = model_key(model_name) == model_key(cfg.showcase_model)
+    chooser, chooser_tokenizer = (model, tokenizer) if same else load_model(cfg.showcase_model)
+    found = showcase_prompt(chooser, chooser_tokenizer, seed=cfg.prompt_seed)
+    first = {"source": found.prompt.source, "text": found.prompt.text,
+             "why": f"showcase ({found.rule}, greedy text of {cfg.showcase_model!r})"}
+    return ([first] + [p for p in bench if p["text"] != first["text"]])[: cfg.n_prompts]
+
+
+def _grid_prompts(model, model_name, tokenizer, cfg: GridConfig, prompt_texts) -> tuple[list[dict], list]:
+    """Default: :func:`_default_prompts` (never the prompts the skip sets were chosen on)."""
     if prompt_texts is None:
-        info = [{"source": p.source, "text": p.text}
-                for p in benchmark_prompts(cfg.n_prompts, seed=cfg.prompt_seed)]
+        info = _default_prompts(model, model_name, tokenizer, cfg)
     else:
         info = [{"source": f"given prompt {i}", "text": t} for i, t in enumerate(prompt_texts[: cfg.n_prompts])]
     ids = [tokenizer(p["text"], return_tensors="pt", add_special_tokens=False)["input_ids"] for p in info]
@@ -325,8 +340,8 @@ def compute_grid(model, tokenizer, *, model_name: str, config: GridConfig | None
     """Measure the playground grid of ``model`` on this machine; returns the JSON-able grid.
 
     ``skip_sets``: the sets to use (default: the searched best set of every ratio bucket).
-    ``prompt_texts``: default ``benchmark_prompts(n_prompts, seed=prompt_seed)`` (not those the sets were
-    chosen on). Skip set by skip set (a block), ``repeats`` times, and prompt by prompt, the cells run in a
+    ``prompt_texts``: default the showcase prompt (novel text, chosen by a rule) and the first benchmark
+    prompts (typical text; neither kind is among the prompts the skip sets were chosen on). Skip set by skip set (a block), ``repeats`` times, and prompt by prompt, the cells run in a
     shuffled order with a plain-loop run before the first and after every ``plain_every``. All cells of a
     block share one plain baseline (the median of the block's plain runs, per prompt), so a slow moment of
     the machine cannot make a bump of one cell; each cell's speedup is the median over repetitions, with
@@ -335,7 +350,7 @@ def compute_grid(model, tokenizer, *, model_name: str, config: GridConfig | None
     cfg = config or GridConfig()
     t_start = time.perf_counter()
     entries, source = _grid_entries(model_name, int(model.config.num_hidden_layers), cfg, skip_sets, search_dir)
-    prompt_info, prompt_ids = _grid_prompts(tokenizer, cfg, prompt_texts)
+    prompt_info, prompt_ids = _grid_prompts(model, model_name, tokenizer, cfg, prompt_texts)
     cost_model = _grid_cost_model(model, model_name, cfg, prompt_info)
     settings = [(t, k, p) for p in cfg.policies for k in cfg.max_drafts for t in cfg.thresholds]
     bar = tqdm(total=len(entries) * cfg.repeats * len(prompt_ids) * len(settings), desc=f"playground grid ({model_name})",
@@ -584,6 +599,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--prompt-seed", type=int, default=0)
     p.add_argument("--seed", type=int, default=0, help="order of the cells inside a block")
     p.add_argument("--max-ratio", type=float, default=1.0, help="leave out searched skip sets above this ratio")
+    p.add_argument("--showcase-model", default=GridConfig.showcase_model,
+                   help="the first prompt is this model's showcase prompt (novel text); 'none': benchmark order only")
     p.add_argument("--repeats", type=int, default=GridConfig.repeats,
                    help="runs of every cell (the min-max over them is the noise shown as error bars)")
     p.add_argument("--plain-every", type=int, default=GridConfig.plain_every,
@@ -602,6 +619,7 @@ def main(argv: Sequence[str] | None = None) -> Path:
     cfg = GridConfig(thresholds=tuple(args.thresholds), max_drafts=tuple(args.max_drafts),
                      policies=tuple(args.policies), n_prompts=args.n_prompts, max_new_tokens=args.max_new_tokens,
                      prompt_seed=args.prompt_seed, seed=args.seed, plain_every=args.plain_every, repeats=args.repeats,
+                     showcase_model=None if args.showcase_model in (None, "none") else args.showcase_model,
                      max_ratio=args.max_ratio,
                      cost_model_repeats=args.cost_model_repeats)
     model, tokenizer = load_model(args.model)

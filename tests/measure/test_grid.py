@@ -139,13 +139,15 @@ def test_cli_regenerates_a_grid_file_with_its_provenance(tiny):
     out = tiny["root"] / "cli" / "tiny4.json"
     argv = ["--model", tiny["path"], "--search-dir", str(tiny["search_dir"]), "--out", str(out),
             "--thresholds", "0.5", "--max-drafts", "2", "--policies", "static", "--n-prompts", "1",
-            "--max-new-tokens", "4", "--cost-model-repeats", "0", "--max-ratio", "0.6", "--repeats", "2"]
+            "--max-new-tokens", "4", "--cost-model-repeats", "0", "--max-ratio", "0.6", "--repeats", "2",
+            "--showcase-model", "none"]
     assert pgm.main(argv) == out
     data = json.loads(out.read_text())
     assert data["command"].startswith("python -m labkit.playground --model ")
     assert "--max-new-tokens 4" in data["command"]
     assert [c["ratio"] for c in data["cells"]] == [0.25, 0.5]                    # 0.75 is above --max-ratio
     assert data["prompts"][0]["source"].count(":") >= 1                           # a held-out stdlib function
+    assert data["prompts"][0]["why"] == "benchmark order" and data["settings"]["showcase_model"] is None
     assert data["cost_model"] is None and data["cells"][0]["c_forward"] is None
     assert data["cells"][0]["analytic_speedup"] > 0
     assert len(data["cells"][0]["speedup_repeats"]) == 2 and data["settings"]["repeats"] == 2
