@@ -65,27 +65,29 @@ def overlaps(a: tuple[float, float], b: tuple[float, float]) -> bool:
 
 
 def who_wins(values: Mapping[str, float], *, lower_is_better: bool, what: str, spec: str = ".2f",
-             spreads: Mapping[str, tuple[float, float]] | None = None, rel_tol: float = 0.0) -> str:
+             spreads: Mapping[str, tuple[float, float]] | None = None, rel_tol: float = 0.0,
+             noise: str = "the noise") -> str:
     """Who is best, by how much, and whether the lead exceeds the noise.
 
     ``spreads``: a (low, high) range per name (e.g. best and worst seed); the winner is "ahead" only if its
     range does not overlap the runner-up's. Without spreads, a lead within ``rel_tol`` is called a tie.
+    ``noise`` names what the ranges are (e.g. "the spread over seeds").
     """
     order = ranking(values, lower_is_better)
     best, rest = order[0], order[1:]
-    shown = join([f"{k} ({num(values[k], spec)})" for k in rest])
+    word = "lowest" if lower_is_better else "highest"
+    head = f"{best} has the {word} {what} ({num(values[best], spec)})"
     if not rest:
-        return f"{best} reaches {what} {num(values[best], spec)}."
+        return head + "."
     second = rest[0]
     if spreads is not None and best in spreads and second in spreads:
         tied = overlaps(spreads[best], spreads[second])
     else:
         tied = abs(values[best] - values[second]) <= rel_tol * max(abs(values[best]), abs(values[second]), 1e-12)
-    word = "lowest" if lower_is_better else "highest"
+    others = f"; then {join([f'{k} ({num(values[k], spec)})' for k in rest[1:]])}" if rest[1:] else ""
     if tied:
-        return (f"{best} has the {word} {what} ({num(values[best], spec)}), but within the noise of {second}; "
-                f"{shown}.")
-    return f"{best} has the {word} {what} ({num(values[best], spec)}), ahead of {shown}."
+        return f"{head}, but {second} ({num(values[second], spec)}) is within {noise} of it{others}."
+    return f"{head}, ahead of {second} ({num(values[second], spec)}) beyond {noise}{others}."
 
 
 def peak(xs: Sequence[float], ys: Sequence[float]) -> tuple[int, str]:

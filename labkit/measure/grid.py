@@ -341,11 +341,11 @@ def compute_grid(model, tokenizer, *, model_name: str, config: GridConfig | None
 
     ``skip_sets``: the sets to use (default: the searched best set of every ratio bucket).
     ``prompt_texts``: default the showcase prompt (novel text, chosen by a rule) and the first benchmark
-    prompts (typical text; neither kind is among the prompts the skip sets were chosen on). Skip set by skip set (a block), ``repeats`` times, and prompt by prompt, the cells run in a
-    shuffled order with a plain-loop run before the first and after every ``plain_every``. All cells of a
-    block share one plain baseline (the median of the block's plain runs, per prompt), so a slow moment of
-    the machine cannot make a bump of one cell; each cell's speedup is the median over repetitions, with
-    their min-max as its noise.
+    prompts (typical text; neither kind is among the prompts the skip sets were chosen on). Skip set by skip
+    set (a block), ``repeats`` times, and prompt by prompt, the cells run in a shuffled order with a plain-loop
+    run before the first and after every ``plain_every``. All cells of a block share one plain baseline (the
+    median of the block's plain runs, per prompt), so a slow moment of the machine cannot make a bump of one
+    cell; each cell's speedup is the median over repetitions, with their min-max as its noise.
     """
     cfg = config or GridConfig()
     t_start = time.perf_counter()

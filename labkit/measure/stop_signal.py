@@ -137,8 +137,9 @@ def _sweep_point(model, ids_list, skip, signal: str, threshold: float, temperatu
             "tokens_per_step": emitted / steps}
 
 
-def matched_length(model, tokenizer, skip, prompts: Sequence[Prompt], *, thresholds=(0.05, 0.1, 0.2, 0.3, 0.5, 0.7),
-                   temperature: float = 0.7, max_new_tokens: int = 64, seed: int = 0, at_d=(1.5, 2.0, 3.0)) -> dict:
+def matched_length(model, tokenizer, skip, prompts: Sequence[Prompt], *,
+                   thresholds=(0.1, 0.2, 0.3, 0.5, 0.7, 0.8, 0.9), temperature: float = 0.7,
+                   max_new_tokens: int = 64, seed: int = 0, at_d=(2.5, 3.0, 4.0)) -> dict:
     """Static-threshold sweeps per signal; tokens per step interpolated at the drafted-per-step values ``at_d``
     (linear in d, within each signal's measured range; NaN outside it)."""
     ids_list = [tokenizer(p.text, return_tensors="pt", add_special_tokens=False)["input_ids"] for p in prompts]
@@ -217,7 +218,7 @@ def _report(name: str, model, tokenizer, skip, prompts, args) -> dict:
 def main(argv: Sequence[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(prog="python -m labkit.stop_signal", description=__doc__.split("\n")[0])
     parser.add_argument("--model", default="default")
-    parser.add_argument("--n-prompts", type=int, default=4, help="per prompt set (stdlib benchmark, outside)")
+    parser.add_argument("--n-prompts", type=int, default=8, help="per prompt set (stdlib benchmark, outside)")
     parser.add_argument("--max-new-tokens", type=int, default=64)
     parser.add_argument("--temperature", type=float, default=0.7)
     parser.add_argument("--gamma", type=int, default=8, help="fixed draft length of the AUC samples")

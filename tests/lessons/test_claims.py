@@ -23,10 +23,10 @@ def test_who_wins_names_the_winner_and_turns_when_the_numbers_do():
     # overlapping spreads: the winner is not "ahead"
     tied = claims.who_wins(tpe_wins, lower_is_better=True, what="median best",
                            spreads={"GPSampler": (1.0, 3.0), "TPESampler": (1.5, 2.5), "RandomSampler": (6, 9)})
-    assert "within the noise of GPSampler" in tied and "ahead" not in tied
+    assert "GPSampler (2.00) is within the noise of it; then RandomSampler (7.50)" in tied and "ahead" not in tied
     apart = claims.who_wins(tpe_wins, lower_is_better=True, what="median best",
                             spreads={"GPSampler": (1.9, 3.0), "TPESampler": (1.5, 1.8), "RandomSampler": (6, 9)})
-    assert "ahead of GPSampler (2.00)" in apart
+    assert "ahead of GPSampler (2.00) beyond the noise" in apart
     assert "within the noise" in claims.who_wins({"a": 1.0, "b": 1.01}, lower_is_better=True, what="v", rel_tol=0.02)
 
 
