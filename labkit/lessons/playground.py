@@ -198,7 +198,8 @@ class Playground:
         xy = panel_xy(grid, s, self.live[self.model_name])
         with self.figure.batch_update():                  # plain lists: a FigureWidget drops numpy arrays
             for index, (x, y) in xy.items():
-                self.figure.data[index].x, self.figure.data[index].y = list(map(float, x)), list(map(float, y))
+                self.figure.data[index].x = np.asarray(x, float).tolist()
+                self.figure.data[index].y = np.asarray(y, float).tolist()
             for index, (plus, minus) in panel_errors(grid, s).items():
                 self.figure.data[index].error_y.array, self.figure.data[index].error_y.arrayminus = plus, minus
             self.figure.layout.title.text = figure_title(grid, s)

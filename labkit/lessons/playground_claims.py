@@ -14,7 +14,7 @@ from ..measure.grid import PlaygroundGrid, Setting
 from .claims import direction, is_missing, join, num, overlaps, peak, trend, versus_range
 
 __all__ = ["guiding_answers", "peak_answer", "threshold_answer", "twin_answer", "peak_ratios", "best_found_sentence",
-           "live_sentence", "verify_cost_sentence", "summary"]
+           "live_sentence", "verify_cost_sentence", "summary", "bench_sentence"]
 
 
 def _range(grid: PlaygroundGrid, setting: Setting) -> tuple[float, float]:
@@ -209,3 +209,17 @@ def summary(grid: PlaygroundGrid, other: PlaygroundGrid | None, s: Setting) -> l
                    f"settings only when their ranges do not overlap. The **run live** button checks a setting on "
                    f"your machine; `{grid.data['command']}` regenerates the grid.")
     return bullets
+
+
+def bench_sentence(rows: list[dict]) -> str:
+    """The benchmark's fastest method and where self-drafting alone stands, from its committed rows."""
+    timed = [r for r in rows if r.get("speedup_vs_generate") is not None]
+    fastest = max(timed, key=lambda r: r["speedup_vs_generate"])
+    ours = [r for r in timed if r["family"] == "labkit" and "adaptive" in r["method"] and "lookup" not in r["method"]
+            and r["model"] == "default"]
+    text = f"The fastest row is {fastest['method']} ({fastest['speedup_vs_generate']:.2f}x over `generate`)"
+    if ours:
+        r = ours[0]
+        text += (f"; {r['method']} reaches {r['speedup_vs_generate']:.2f}x over `generate` and "
+                 f"{r['speedup_vs_plain_loop']:.2f}x over the lab's plain loop")
+    return text + ". The benchmark's prompts and machine are in `data/bench/`; rerun it for yours."

@@ -133,7 +133,7 @@ def playground_figure(grid: PlaygroundGrid, setting: Setting | None = None, live
             ]
             for kind, trace in enumerate(traces):
                 x, y = xy[_trace_index(row, col, kind)]
-                trace.x, trace.y = x, y
+                trace.x, trace.y = np.asarray(x, float).tolist(), np.asarray(y, float).tolist()   # lists: widget-safe
                 if _trace_index(row, col, kind) in errors:
                     plus, minus = errors[_trace_index(row, col, kind)]
                     trace.error_y = dict(type="data", array=plus, arrayminus=minus, visible=True, thickness=1.5,

@@ -100,6 +100,9 @@ def test_figures_have_titles_axes_and_the_current_point(grid):
     answers = pgl.guiding_answers(grid, plain_like(grid))
     assert len(answers) == 3 and all(a["answer"] and a["look_at"] for a in answers)
     assert "plain" in answers[2]["question"]
+    speed = fig.data[pgv._trace_index(0, 2, 0)]                            # error bars: min-max of the repetitions
+    np.testing.assert_allclose(speed.error_y.array, grid.vs_ratio("speedup_max", s) - grid.vs_ratio("speedup", s))
+    assert "within the noise" in pgv.heatmap_figure(grid).data[1].name
 
 
 @pytest.fixture(scope="module")
@@ -132,6 +135,11 @@ def test_each_slider_moves_the_plots_marker_and_readout(playground, grid):
         p.max_draft_slider.value = k
         s = p.setting
         np.testing.assert_allclose(p.figure.data[top_speed].y, grid.vs_ratio("speedup", s))
+        bars = p.figure.data[top_speed].error_y                            # the noise moves with the slice
+        np.testing.assert_allclose(bars.array, grid.vs_ratio("speedup_max", s) - grid.vs_ratio("speedup", s))
+        np.testing.assert_allclose(bars.arrayminus, grid.vs_ratio("speedup", s) - grid.vs_ratio("speedup_min", s))
+        assert not isinstance(p.figure.data[top_speed].x, np.ndarray), type(p.figure.data[top_speed].x)   # lists in
+        assert not isinstance(bars.array, np.ndarray), type(bars.array)
         assert _star(p, 0, 1)[1] == pytest.approx(grid.cell(s)["tokens_per_step"])
         assert f"max draft {k}" in p.readout.value
     for policy in ("static", "adaptive"):                                   # static / adaptive toggle

@@ -68,3 +68,17 @@ def test_summary_follows_the_grid():
     assert len(bullets) == 4 and "`plain` peaks at 0.90×" in bullets[2]
     apart = make_grid(lambda i, j: [1.5, 1.3, 1.1][j], acceptance=lambda i, j: [0.6, 0.8, 0.95][j])
     assert "is not the one with the highest" in pc.summary(apart, None, S)[1]
+
+
+def test_bench_sentence_names_the_fastest_row():
+    rows = [{"method": "HF generate", "family": "baseline", "model": "default", "speedup_vs_generate": 1.0,
+             "speedup_vs_plain_loop": 0.87},
+            {"method": "self-spec, adaptive threshold", "family": "labkit", "model": "default",
+             "speedup_vs_generate": 1.3, "speedup_vs_plain_loop": 1.13},
+            {"method": "self-spec adaptive + prompt lookup", "family": "labkit", "model": "default",
+             "speedup_vs_generate": 2.7, "speedup_vs_plain_loop": 2.33}]
+    text = pc.bench_sentence(rows)
+    assert text.startswith("The fastest row is self-spec adaptive + prompt lookup (2.70x")
+    assert "self-spec, adaptive threshold reaches 1.30x" in text
+    rows[2]["speedup_vs_generate"] = 0.9
+    assert pc.bench_sentence(rows).startswith("The fastest row is self-spec, adaptive threshold (1.30x")
