@@ -104,9 +104,9 @@ def verify_cost_sentence(grid: PlaygroundGrid) -> str:
     if not np.all(np.isnan(cvf)):
         text += f"; counting forward passes only, c_v = {num(np.nanmin(cvf))}–{num(np.nanmax(cvf))}"
     if np.nanmin(cv) < 1.0:
-        text += (". A measured c_v below 1 does not mean a verify pass is cheaper than a plain step's forward: c_v "
-                 "divides by the plain loop's whole ms per token, which also carries the loop's own per-token "
-                 "overhead and its share of the prefill")
+        text += (". A measured c_v below 1 does not mean a verify pass is cheaper than a plain step: it is a ratio of "
+                 "two wall-clock timings taken at different moments, and noise on a busy machine moves it (a forward "
+                 "over several tokens never costs less than a one-token forward)")
     return text + ". Either way a step pays about one c_v however few tokens it drafted, so very short drafts " \
                   "spend close to a verify pass per token even when all of them are accepted."
 

@@ -179,7 +179,7 @@ def heatmap_figure(grid: PlaygroundGrid, policy: str | None = None, max_draft: i
             if (t, r) != (ti, ri) and hi[t, r] >= lo[ti, ri] and lo[t, r] <= hi[ti, ri]]
     fig.add_trace(go.Scatter(x=[f"{grid.ratios[r]:.3f}" for _, r in near], y=[f"{grid.thresholds[t]:g}" for t, _ in near],
                              mode="markers", name="within the noise of the best",
-                             marker=dict(symbol="circle-open", size=30, color="black", line=dict(width=1.5))))
+                             marker=dict(symbol="circle-open", size=30, color=PALETTE["noise"], line=dict(width=2.5))))
     fig.add_trace(go.Scatter(x=[f"{grid.ratios[ri]:.3f}"], y=[f"{grid.thresholds[ti]:g}"], mode="markers",
                              name="best on this slice (median of the repetitions)",
                              marker=dict(symbol="square-open", size=38, color="black", line=dict(width=3))))

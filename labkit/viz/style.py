@@ -25,6 +25,7 @@ PALETTE = {
     # metrics and markers
     "acceptance": "#1f77b4", "tokens_per_step": "#2ca02c", "speedup": "#9467bd", "auxiliary": "#7f7f7f",
     "analytic": "#222222", "current": "#d62728", "live": "#ff7f0e",
+    "noise": "#e6ab02",           # gold: cells the noise cannot tell apart from the best
     # kinds of decoding method
     "baseline": "#9e9e9e", "labkit": "#2e7d32", "transformers": "#1565c0",
 }

@@ -36,7 +36,7 @@ def test_threshold_answer_separates_fastest_and_most_accepted():
 
 def test_verify_cost_sentence_reports_the_measured_c_v():
     below = pc.verify_cost_sentence(make_grid(HUMP, c_v=0.9))
-    assert "c_v = 0.90–0.90" in below and "below 1 does not mean" in below
+    assert "c_v = 0.90–0.90" in below and "below 1 does not mean" in below and "two wall-clock timings" in below
     assert "below 1" not in pc.verify_cost_sentence(make_grid(HUMP, c_v=1.1))
 
 
