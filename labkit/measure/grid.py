@@ -7,9 +7,9 @@ Axes: the skip ratio (one skip set per 0.125-wide ratio bucket: the searched bes
 threshold of :class:`~labkit.core.policies.AdaptiveThreshold`), the maximum draft length γ, and the policy.
 Each cell holds, over a few benchmark prompts (greedy, a fixed number of new tokens, EOS ignored; notation:
 docs/notation.md): accepted / drafted, tokens per step, d = drafted per step, ms per token, and the speedup
-against ONE plain baseline shared by every cell of the same skip set (the median of that block's interleaved
-plain-loop runs, per prompt), as the median over ``repeats`` repetitions with their min-max (the noise a
-reader needs before ranking two cells); c and c_v (draft ms per drafted token and verify ms per step,
+against the plain-loop runs just before and after the cell's chunk of ``plain_every`` runs (the same two plain
+runs serve the whole chunk), as the median over ``repeats`` repetitions with their min-max (the noise a reader
+needs before ranking two cells); c and c_v (draft ms per drafted token and verify ms per step,
 relative to the plain loop's ms per token) from the decoder's own phase timings, and the analytic limit
 (A + 1)/(d·c + c_v); the same limit from forward passes only (``*_forward``, from a
 :class:`~labkit.measure.costmodel.CostModel` measured at the start). The file also records the machine, the
@@ -49,7 +49,7 @@ __all__ = [
     "make_policy", "compute_grid", "save_grid", "load_grid", "grid_path", "regenerate_command", "measure_live", "main",
 ]
 
-FORMAT = "labkit.playground/2"      # 2: repetitions, one shared plain baseline per skip set
+FORMAT = "labkit.playground/2"      # 2: repetitions; each chunk of cells timed against the plain runs around it
 DEFAULT_THRESHOLDS = (0.0, 0.2, 0.4, 0.6, 0.8, 0.9)
 DEFAULT_MAX_DRAFTS = (4, 8, 12)
 POLICIES = ("static", "adaptive")
@@ -88,7 +88,7 @@ class GridConfig:
     showcase_model: str | None = "default"   # first prompt: this model's showcase prompt (None: benchmark order)
     prompt_seed: int = 0
     seed: int = 0                       # order of the cells inside a block
-    plain_every: int = 9                # a plain-loop run after every this many speculative runs
+    plain_every: int = 3                # a plain-loop run after every this many speculative runs (a chunk)
     max_ratio: float = 1.0              # leave out searched skip sets above this skip ratio
     cost_model_repeats: int = 5         # 0: no cost model; the analytic limit then uses the trace timings
     cost_model_sets: int | None = None  # random skip sets of the cost-model regression (default 4L + 8)
@@ -144,6 +144,7 @@ class _CellStats:
     def __init__(self) -> None:
         self.seconds_by_prompt: list[float] = []
         self.tokens_by_prompt: list[int] = []
+        self.plain_ms_by_prompt: list[float] = []    # the plain runs around this run's chunk (mean ms per token)
         self.steps = self.drafted = self.accepted = self.emitted = 0
         self.draft_s = self.verify_s = 0.0
         self.verify_model_ms = 0.0          # sum over steps of the cost model's verify cost
@@ -155,8 +156,9 @@ class _CellStats:
     def new_tokens(self) -> int:
         return sum(self.tokens_by_prompt)
 
-    def add(self, result, plain_sequence, cost_model) -> None:
+    def add(self, result, plain_sequence, cost_model, plain_ms: float = float("nan")) -> None:
         trace = result.trace
+        self.plain_ms_by_prompt.append(plain_ms)
         self.seconds_by_prompt.append(result.elapsed_s)
         self.tokens_by_prompt.append(result.sequences.shape[1] - result.prompt_length)
         self.steps += len(trace.steps)
@@ -178,10 +180,12 @@ class _CellStats:
         return (self.tokens_by_prompt, self.steps, self.drafted, self.accepted, self.emitted)
 
 
-def _timing(st: _CellStats, baseline_ms: Sequence[float]) -> dict:
-    """One repetition's timing against the shared plain baseline (ms per token of each prompt): the plain
-    loop's time for the same tokens ÷ the speculative time; c and c_v relative to the plain ms per token."""
+def _timing(st: _CellStats, baseline_ms: Sequence[float] | None = None) -> dict:
+    """One repetition's timing against its plain baseline (ms per token, per prompt; default: the plain runs
+    around each run's chunk): the plain loop's time for the same tokens ÷ the speculative time; c and c_v
+    relative to the plain ms per token."""
     nan = float("nan")
+    baseline_ms = st.plain_ms_by_prompt if baseline_ms is None else baseline_ms
     plain_ms = sum(b * n for b, n in zip(baseline_ms, st.tokens_by_prompt))     # plain loop, same tokens
     spec_ms = 1e3 * sum(st.seconds_by_prompt)
     base = plain_ms / st.new_tokens if st.new_tokens else nan                  # pooled plain ms per token
@@ -199,13 +203,12 @@ def _median(values) -> float:
     return statistics.median(values) if values else float("nan")
 
 
-def _cell_row(setting: Setting, rounds: Sequence[_CellStats], baseline_ms: Sequence[float],
-              c_forward: float | None, cost_model) -> dict:
+def _cell_row(setting: Setting, rounds: Sequence[_CellStats], c_forward: float | None, cost_model) -> dict:
     """A cell over its repetitions: token statistics (identical in every repetition), the median timing
-    and the speedup's min-max over repetitions, all against the block's shared plain baseline."""
+    and the speedup's min-max over repetitions, each repetition against the plain runs around its chunk."""
     nan = float("nan")
     st = rounds[0]
-    timings = [_timing(r, baseline_ms) for r in rounds]
+    timings = [_timing(r) for r in rounds]
     speedups = [t["speedup"] for t in timings]
     A = st.accepted / st.steps if st.steps else nan
     d = st.drafted / st.steps if st.steps else nan
@@ -219,8 +222,8 @@ def _cell_row(setting: Setting, rounds: Sequence[_CellStats], baseline_ms: Seque
         "acceptance_rate": st.accepted / st.drafted if st.drafted else nan,
         "tokens_per_step": st.emitted / st.steps if st.steps else nan,
         "drafted_per_step": d, "accepted_per_step": A,
-        **{k: _median(t[k] for t in timings) for k in ("ms_per_token", "speedup", "c", "c_v", "analytic_speedup")},
-        "plain_ms_per_token": timings[0]["plain_ms_per_token"],
+        **{k: _median(t[k] for t in timings) for k in ("ms_per_token", "plain_ms_per_token", "speedup", "c", "c_v",
+                                                       "analytic_speedup")},
         "speedup_min": min(speedups), "speedup_max": max(speedups), "speedup_repeats": speedups,
         "c_forward": nan if c_forward is None else c_forward, "c_v_forward": c_v_forward,
         "analytic_speedup_forward": analytic_forward,
@@ -287,23 +290,29 @@ class _GridRunner:
         return autoregressive_generate(self.model, ids, n or self.cfg.max_new_tokens, eos_token_id=[])
 
     def one_prompt(self, ids, skip, policies: dict, stats: dict) -> list[float]:
-        """The cells in a shuffled order, a plain run before the first and after every ``plain_every``;
-        returns the plain runs' ms per token."""
+        """The cells in a shuffled order, in chunks of ``plain_every`` with a plain run before and after each
+        chunk; a chunk's runs are timed against the mean of those two plain runs (the load a few seconds
+        apart is alike, the load minutes apart is not). Returns the plain runs' ms per token."""
         order = list(self.settings)
         self.rng.shuffle(order)
-        first = self.plain(ids)
-        plain_ms = [first.ms_per_token]
+        previous = self.plain(ids)
+        plain_ms = [previous.ms_per_token]
         for i in range(0, len(order), self.cfg.plain_every):
+            results = []
             for s in order[i: i + self.cfg.plain_every]:
-                stats[s].add(self.spec(ids, skip, policies[s]), first.sequences, self.cost_model)
+                results.append((s, self.spec(ids, skip, policies[s])))
                 self.bar.update()
-            plain_ms.append(self.plain(ids).ms_per_token)
+            following = self.plain(ids)
+            local = 0.5 * (previous.ms_per_token + following.ms_per_token)
+            for s, result in results:
+                stats[s].add(result, previous.sequences, self.cost_model, plain_ms=local)
+            plain_ms.append(following.ms_per_token)
+            previous = following
         return plain_ms
 
     def skip_set(self, entry: dict, prompt_ids) -> tuple[list[dict], dict]:
         """The cells of one skip set (rows) and its ratio-axis entry. Each repetition runs every cell once
-        per prompt with a fresh policy (an adaptive one carries its state from prompt to prompt); the
-        block's plain baseline, shared by all its cells, is the median of its plain runs, per prompt."""
+        per prompt with a fresh policy (an adaptive one carries its state from prompt to prompt)."""
         skip = SkipSet.from_dict(entry["skip"])
         c_forward = self.cost_model.draft_cost_ratio(skip) if self.cost_model is not None else None
         rounds = {s: [] for s in self.settings}
@@ -316,8 +325,8 @@ class _GridRunner:
             for s in self.settings:
                 rounds[s].append(stats[s])
         baseline = [statistics.median(runs) for runs in plain_ms]
-        cells = [_cell_row(Setting(entry["ratio"], t, k, p), rounds[(t, k, p)], baseline, c_forward,
-                           self.cost_model) for (t, k, p) in self.settings]
+        cells = [_cell_row(Setting(entry["ratio"], t, k, p), rounds[(t, k, p)], c_forward, self.cost_model)
+                 for (t, k, p) in self.settings]
         every = [m for runs in plain_ms for m in runs]
         ratio_row = {**entry, "plain_ms_per_token": statistics.fmean(baseline), "plain_ms_per_token_by_prompt": baseline,
                      "plain_ms_min": min(every), "plain_ms_max": max(every), "plain_runs": len(every),
@@ -342,10 +351,10 @@ def compute_grid(model, tokenizer, *, model_name: str, config: GridConfig | None
     ``skip_sets``: the sets to use (default: the searched best set of every ratio bucket).
     ``prompt_texts``: default the showcase prompt (novel text, chosen by a rule) and the first benchmark
     prompts (typical text; neither kind is among the prompts the skip sets were chosen on). Skip set by skip
-    set (a block), ``repeats`` times, and prompt by prompt, the cells run in a shuffled order with a plain-loop
-    run before the first and after every ``plain_every``. All cells of a block share one plain baseline (the
-    median of the block's plain runs, per prompt), so a slow moment of the machine cannot make a bump of one
-    cell; each cell's speedup is the median over repetitions, with their min-max as its noise.
+    set, ``repeats`` times, and prompt by prompt, the cells run in a shuffled order, in chunks of ``plain_every``
+    with a plain-loop run before and after each chunk; a chunk's runs are compared with the mean of those two
+    plain runs (on a shared machine the load changes over minutes, so only runs seconds apart see the same
+    load). Each cell's speedup is the median over repetitions, with their min-max as its noise.
     """
     cfg = config or GridConfig()
     t_start = time.perf_counter()
@@ -419,8 +428,8 @@ def load_grid(model: str = "default", playground_dir=None, *, path=None) -> "Pla
             f"and its search results in data/search)")
     data = json.loads(path.read_text())
     if data.get("format") == "labkit.playground/1":
-        raise ValueError(f"{path} was written by an older labkit (format 1: one run per cell, no noise estimate, "
-                         f"a plain baseline per cell); regenerate it with `{regenerate_command(model)}`")
+        raise ValueError(f"{path} was written by an older labkit (format 1: one run per cell, no noise "
+                         f"estimate); regenerate it with `{regenerate_command(model)}`")
     if data.get("format") != FORMAT:
         raise ValueError(f"{path} is not a playground grid (format {data.get('format')!r}, expected {FORMAT!r}); "
                          f"regenerate it with `{regenerate_command(model)}`")
@@ -547,7 +556,8 @@ class PlaygroundGrid:
                 f"{d['machine'].get('processor', '?')} ({d['machine'].get('torch_threads')} thread(s)) in "
                 f"{d['seconds']:.0f} s by `{d['command']}`; a cell's speedup varies by "
                 f"{100 * noise['median_relative_spread']:.0f} % (median min-max width over repetitions); the plain "
-                f"baseline of the skip sets ranged {noise['baseline_ms_min']:.2f}-{noise['baseline_ms_max']:.2f} ms/token")
+                f"loop's median per skip set ranged {noise['baseline_ms_min']:.2f}-{noise['baseline_ms_max']:.2f} "
+                f"ms/token (the machine's drift over the run)")
 
 
 def measure_live(model, tokenizer, skip: SkipSet, setting: Setting, prompt_texts: Sequence[str], *,
@@ -570,11 +580,12 @@ def measure_live(model, tokenizer, skip: SkipSet, setting: Setting, prompt_texts
     for ids in ids_list:
         before = autoregressive_generate(model, ids, max_new_tokens, eos_token_id=[])
         st.add(speculative_generate(model, ids, skip=skip, policy=policy, max_new_tokens=max_new_tokens,
-                                    eos_token_id=[]), before.sequences, cost_model)
+                                    eos_token_id=[]), before.sequences, cost_model, plain_ms=before.ms_per_token)
         after = autoregressive_generate(model, ids, max_new_tokens, eos_token_id=[])
         plain_pairs.append((before.ms_per_token, after.ms_per_token))
     c_forward = cost_model.draft_cost_ratio(skip) if cost_model is not None else None
-    row = _cell_row(setting, [st], [statistics.fmean(pair) for pair in plain_pairs], c_forward, cost_model)
+    st.plain_ms_by_prompt = [statistics.fmean(pair) for pair in plain_pairs]
+    row = _cell_row(setting, [st], c_forward, cost_model)
     row["speedup_min"] = _timing(st, [min(pair) for pair in plain_pairs])["speedup"]
     row["speedup_max"] = _timing(st, [max(pair) for pair in plain_pairs])["speedup"]
     row["n_prompts"], row["max_new_tokens"] = len(ids_list), max_new_tokens
@@ -604,7 +615,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--repeats", type=int, default=GridConfig.repeats,
                    help="runs of every cell (the min-max over them is the noise shown as error bars)")
     p.add_argument("--plain-every", type=int, default=GridConfig.plain_every,
-                   help="a plain-loop run after every this many speculative runs (the cells' baselines)")
+                   help="a plain-loop run after every this many speculative runs (a chunk's baseline)")
     p.add_argument("--cost-model-repeats", type=int, default=GridConfig.cost_model_repeats,
                    help="repeats of the cost-model timings (0: analytic limit from the trace timings)")
     p.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")

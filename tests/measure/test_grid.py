@@ -84,8 +84,8 @@ def test_grid_shape_values_and_metadata(grid_data, grid, tiny):
         assert 1.0 <= c["tokens_per_step"] <= c["max_draft"] + 1
         assert 0.0 <= c["drafted_per_step"] <= c["max_draft"]
         assert c["new_tokens"] == 2 * 8
-        assert c["plain_ms_per_token"] > 0                            # the block's shared plain baseline
-        assert c["speedup"] == pytest.approx(c["plain_ms_per_token"] / c["ms_per_token"], rel=1e-3)
+        assert c["plain_ms_per_token"] > 0                            # the plain runs around the cell's chunks
+        assert c["speedup"] == pytest.approx(sorted(c["speedup_repeats"])[1], rel=1e-4)   # median of 3 repetitions
         assert len(c["speedup_repeats"]) == CONFIG.repeats == 3 and c["repeats_agree"] is True
         assert c["speedup_min"] <= c["speedup"] <= c["speedup_max"]
         assert c["c"] > 0 and c["c_v"] > 0 and c["analytic_speedup"] > 0
@@ -93,9 +93,8 @@ def test_grid_shape_values_and_metadata(grid_data, grid, tiny):
         # (A + 1) * steps >= new tokens and draft + verify time <= the whole call: the limit bounds the measurement
         assert c["analytic_speedup"] >= c["speedup"] * (1 - 1e-3)
         assert c["identical_to_plain"] is True                        # greedy self-speculation is lossless
-    for entry in grid_data["ratios"]:                                # one plain baseline per skip set
-        shared = {c["plain_ms_per_token"] for c in cells if c["ratio"] == entry["ratio"]}
-        assert len(shared) == 1 and entry["plain_runs"] == CONFIG.repeats * 2 * (1 + 3)   # 12 cells / 5 per plain run
+    for entry in grid_data["ratios"]:                                # 12 cells in chunks of 5: 4 plain runs
+        assert entry["plain_runs"] == CONFIG.repeats * 2 * (1 + 3)                   # per prompt and repetition
         assert entry["plain_ms_min"] <= entry["plain_ms_per_token"] <= entry["plain_ms_max"]
     assert grid_data["noise"]["median_relative_spread"] >= 0
     # a static threshold of 0 never stops early: it drafts at least as much as 0.9 does
