@@ -18,7 +18,8 @@ from .claims import compare, join, num, who_wins
 
 __all__ = ["block_parameters", "cost_sentence", "verify_sentence", "single_block_sentence", "redundancy_sentence",
            "path_ends_sentence", "search_history_sentence", "search_vs_greedy_sentence", "mask_sentence",
-           "sampler_sentence", "probe_repeated_share", "acceptance_sentence", "wall_clock_sentence"]
+           "sampler_sentence", "probe_repeated_share", "expected_accepted_per_drafted", "acceptance_sentence",
+           "wall_clock_sentence"]
 
 
 def block_parameters(model) -> dict[str, int]:
@@ -191,39 +192,48 @@ def probe_repeated_share(probe, n: int = 4) -> float:
     return float(np.mean(shares))
 
 
+def expected_accepted_per_drafted(alpha: float, d: float) -> float:
+    """E[accepted / drafted] with i.i.d. acceptance α and d drafted per step: (α + α² + … + α^d) / d."""
+    return (expected_tokens_per_step(alpha, d) - 1.0) / d if d > 0 else float("nan")
+
+
 def acceptance_sentence(alpha: float, measured: float, d: float, probe_share: float | None = None,
                         run_share: float | None = None) -> str:
     """Why a run's accepted / drafted sits below the teacher-forced α: the positions after a rejection, and
-    (given the repeated shares) text that loops on the probe's prompts but not on the run's."""
-    expected = expected_tokens_per_step(alpha, d) - 1.0                        # α + α² + ... + α^d
-    iid = expected / d if d > 0 else float("nan")
+    (given the repeated shares) the probe's prompts against the run's."""
+    iid = expected_accepted_per_drafted(alpha, d)
     text = (f"The search's α = {alpha:.3f} is a per-token probability (teacher-forced agreement: every position is "
             f"judged). The run measured accepted / drafted = {measured:.3f} with d = {d:.2f} drafted per step. Tokens "
             f"drafted after a step's first rejection count as drafted but are never judged, so with i.i.d. acceptance "
             f"E[accepted / drafted] = (α + α² + … + α^d) / d = {iid:.3f}. ")
     if abs(iid - measured) <= 0.05:
         return text + "That accounts for the gap."
-    text += f"The rest of the gap ({iid - measured:+.3f}) comes from the text: "
-    if probe_share is not None and run_share is not None and probe_share > run_share + 0.1:
-        return text + (f"α was measured on the prompts the search chose the set on, whose greedy continuations repeat "
-                       f"themselves ({probe_share:.0%} of their tokens complete a 4-gram seen before, and a draft "
-                       f"guesses a loop easily); this run's prompt is new and only {run_share:.0%} of its tokens do.")
-    return text + ("other positions than the probe's, rejections that cluster, and a draft that continues its own "
-                   "text after it errs.")
+    text += (f"The rest of the gap ({iid - measured:+.3f}) comes from the text: α was measured on the prompts the search "
+             f"chose the set on, this run's prompt is new")
+    if probe_share is not None and run_share is not None:
+        text += (f" ({probe_share:.0%} of the probe's continuation tokens complete a 4-gram seen before, "
+                 f"{run_share:.0%} of this run's")
+        text += ("; repeated text is easy to draft)" if probe_share >= run_share + 0.2 else ")")
+    return text + ". A set chosen on some prompts, drafting text it has not seen, is accepted less often."
 
 
-def wall_clock_sentence(wall, predicted: float) -> str:
-    """Measured speedups (median of interleaved runs) against the modelled prediction."""
+def wall_clock_sentence(wall, predicted: float, expected_acc: float | None = None,
+                        measured_acc: float | None = None) -> str:
+    """Measured speedups (median of interleaved runs) against the modelled prediction; ``expected_acc`` /
+    ``measured_acc``: accepted / drafted the prediction implies and the run measured (fixed γ)."""
     rows = wall.drop(index="plain decoding")
     parts = [f"{label}: {row['speedup']:.2f}x" for label, row in rows.iterrows()]
     best = float(rows["speedup"].max())
     text = f"Measured ({join(parts)}) against {predicted:.2f}x predicted: "
-    if best < 1.0:
-        text += ("slower than plain decoding on this run. The cost model leaves out the decoder's bookkeeping and the "
-                 "prefill, and on a busy 2-core machine a 32-64-token run is a noisy sample: ")
-    elif best < predicted * 0.95:
-        text += "a speedup, smaller than predicted: "
-    else:
-        text += "about as predicted or better: "
-    return text + ("greedy speculative output was identical to plain decoding in every run."
-                   if bool(wall["identical"].all()) else "but an output DIFFERED from plain decoding: a bug.")
+    text += ("slower than plain decoding on this run" if best < 1.0 else
+             "a speedup, smaller than predicted" if best < predicted * 0.95 else "about as predicted or better")
+    reasons = []
+    if expected_acc is not None and measured_acc is not None and measured_acc < expected_acc - 0.1:
+        reasons.append(f"the drafts were accepted far less often than the prediction assumed ({measured_acc:.2f} "
+                       f"against {expected_acc:.2f} accepted / drafted; next sentence)")
+    if best < predicted * 0.95:
+        reasons.append("the cost model leaves out the decoder's bookkeeping and the prefill, and one short run on a "
+                       "shared machine is a noisy sample")
+    text += (": " + "; ".join(reasons) if reasons else "") + ". "
+    return text + ("Greedy speculative output was identical to plain decoding in every run."
+                   if bool(wall["identical"].all()) else "But an output DIFFERED from plain decoding: a bug.")

@@ -67,5 +67,18 @@ def test_sampler_masks_and_single_blocks():
 def test_acceptance_sentence_explains_the_gap():
     assert "That accounts for the gap" in ls.acceptance_sentence(0.8, 0.72, 2.0)    # (0.8 + 0.64) / 2 = 0.72
     loop = ls.acceptance_sentence(0.8, 0.34, 2.0, probe_share=0.6, run_share=0.05)
-    assert "repeat themselves (60%" in loop and "only 5%" in loop
-    assert "rejections that cluster" in ls.acceptance_sentence(0.8, 0.34, 2.0, probe_share=0.1, run_share=0.1)
+    assert "(60% of the probe's" in loop and "5% of this run's; repeated text is easy to draft" in loop
+    plain = ls.acceptance_sentence(0.8, 0.34, 2.0, probe_share=0.12, run_share=0.0)
+    assert "easy to draft" not in plain and "accepted less often" in plain
+
+
+def test_wall_clock_sentence_gives_the_reasons_the_data_shows():
+    wall = pd.DataFrame({"speedup": [1.0, 0.74, 0.92], "identical": [True] * 3},
+                        index=["plain decoding", "fixed", "adaptive"])
+    text = ls.wall_clock_sentence(wall, 1.27, expected_acc=0.81, measured_acc=0.31)
+    assert "slower than plain decoding" in text and "accepted far less often" in text and "identical" in text
+    fast = wall.assign(speedup=[1.0, 1.3, 1.25])
+    text = ls.wall_clock_sentence(fast, 1.27, expected_acc=0.81, measured_acc=0.78)
+    assert "about as predicted or better" in text and "accepted far less" not in text
+    bad = wall.assign(identical=[True, False, True])
+    assert "DIFFERED" in ls.wall_clock_sentence(bad, 1.27)

@@ -54,8 +54,8 @@ def contrast(loop_off, loop_on, novel_off, novel_on, loop_share=0.5, novel_share
 def test_repetition_sentence_follows_the_table():
     text = tl.repetition_sentence(contrast(6.9, 6.0, 2.4, 2.1))
     assert text.startswith("The first held-out prompt's text repeats itself (50%")
-    assert "tokens per step fell (6.90 → 6.00" in text and "did not pay on the loop" in text
+    assert "tokens per step fell (6.90 → 6.00" in text and "at most 6 tokens long" in text
     helped = tl.repetition_sentence(contrast(2.0, 4.0, 2.4, 2.4))
-    assert "tokens per step rose (2.00 → 4.00" in helped and "did not pay" not in helped and "stayed" in helped
+    assert "tokens per step rose (2.00 → 4.00" in helped and "at most 6 tokens" not in helped and "stayed" in helped
     swapped = tl.repetition_sentence(contrast(2.4, 2.4, 6.9, 6.9, loop_share=0.02, novel_share=0.5))
     assert swapped.startswith("The showcase prompt's text repeats itself")
