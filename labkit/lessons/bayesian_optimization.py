@@ -161,8 +161,8 @@ def acquisition_sentence(curves: dict, f_min: float, grid_floor: float) -> str:
                     noise="the spread over seeds")
     trapped = {k: int(np.sum(v[:, -1] - f_min > 1.0)) for k, v in curves.items()}
     stuck = [f"{k} on {n} of {len(curves[k])} seeds" for k, n in trapped.items() if n]
-    text += (f" Stuck above a gap of 1 (the local basin) at the end: {join(stuck)}." if stuck else
-             " No seed ends in the local basin.")
+    text += (f" Ended outside the global basin (a gap above 1): {join(stuck)}." if stuck else
+             " Every seed ends in the global basin (a gap below 1).")
     return text + (f" The floor at about {grid_floor:.1g} is the candidate grid's (step 0.002): its best point is "
                    f"that far above the true minimum.")
 

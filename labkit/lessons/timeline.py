@@ -231,7 +231,8 @@ def repetition_sentence(frame, lookup: int = 6) -> str:
         f"{on['ms per token']:.1f})" for t, verb, off, on in moves) + ". "
     if moves[0][1] == "fell":
         text += (f"Tokens per step fell on the loop because a copied draft is at most {lookup} tokens long, while the "
-                 f"skipped model, with a low threshold, already drafts long runs through a loop it knows (ms per "
+                 f"skipped model, with a low threshold, already drafts long runs through a loop it knows; a copied "
+                 f"draft costs no draft forward, though, so fewer tokens per step can still be faster (ms per "
                  f"token: one run each, so read them as noisy). ")
     return text + ("Tokens per step, and any speedup a benchmark reports, depend on how repetitive the text is: "
                    "measure on text like your users', and say which.")

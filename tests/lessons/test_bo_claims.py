@@ -29,7 +29,7 @@ def test_acquisition_sentence_counts_trapped_seeds():
     text = bc.acquisition_sentence(trapped, f_min, 3e-4)
     assert "EI on 1 of 3 seeds" in text
     clean = {"EI": np.array([[0, -6.0]] * 3), "random": np.array([[0, -5.9]] * 3)}
-    assert "No seed ends in the local basin" in bc.acquisition_sentence(clean, f_min, 3e-4)
+    assert "Every seed ends in the global basin" in bc.acquisition_sentence(clean, f_min, 3e-4)
 
 
 def test_exploration_sentences_follow_the_table():
