@@ -103,7 +103,7 @@ def verify_cost_sentence(grid: PlaygroundGrid) -> str:
             f"(median {num(np.nanmedian(cv))})")
     if not np.all(np.isnan(cvf)):
         text += f"; counting forward passes only, c_v = {num(np.nanmin(cvf))}–{num(np.nanmax(cvf))}"
-    if np.nanmin(cv) < 1.0:
+    if np.nanmin(cv) < 0.99:                        # (printed to 2 decimals: 0.99x is 'below 1')
         text += (". A measured c_v below 1 does not mean a verify pass is cheaper than a plain step: it is a ratio of "
                  "two wall-clock timings taken at different moments, and noise on a busy machine moves it (a forward "
                  "over several tokens never costs less than a one-token forward)")
