@@ -141,7 +141,7 @@ def search_history_sentence(study, n_random: int = 10, n_warm: int = 3) -> str:
     return text
 
 
-def search_vs_greedy_sentence(search_speedup: float, path_speedup: float, n_trials: int) -> str:
+def search_vs_greedy_sentence(search_speedup: float, path_speedup: float, n_trials: int, n_layers: int = 8) -> str:
     """The live search's best against the best set on the greedy-elimination path (same cost model, prompts)."""
     text = compare(search_speedup, path_speedup, a_name="The live search's best predicted speedup",
                    b_name="the best set on the greedy-elimination path", rel_tol=0.01)
@@ -149,7 +149,7 @@ def search_vs_greedy_sentence(search_speedup: float, path_speedup: float, n_tria
         return text + f": optimising f directly beat optimising agreement one block at a time, in {n_trials} trials."
     if search_speedup < path_speedup * 0.99:
         return text + (f": in {n_trials} trials the GP did not reach what greedy elimination found (greedy scored "
-                       f"about 300 skip sets to draw its path; the search evaluated {n_trials}).")
+                       f"{n_layers * (2 * n_layers + 1)} skip sets to draw its path; the search evaluated {n_trials}).")
     return text + f": in {n_trials} trials the two end up level."
 
 
@@ -172,11 +172,12 @@ def mask_sentence(masks: dict[str, SkipSet]) -> str:
 
 def sampler_sentence(comparison: dict, n_trials: int) -> str:
     """GP against random search: median best ms/token over seeds, the seeds' spread as the noise."""
-    finals = comparison["final"]
+    names = {"gp": "GP", "random": "random search", "tpe": "TPE"}
+    finals = {names.get(k, k): v for k, v in comparison["final"].items()}
     medians = {s: statistics.median(v) for s, v in finals.items()}
     spreads = {s: (min(v), max(v)) for s, v in finals.items()} if min(len(v) for v in finals.values()) > 1 else None
     text = who_wins(medians, lower_is_better=True, what=f"median best f after {n_trials} trials (ms/token)",
-                    spreads=spreads, rel_tol=0.01, noise="the spread over seeds" if spreads else "1 %")
+                    spreads=spreads, rel_tol=0.01, noise="the spread over seeds" if spreads else "a 1 % margin")
     if spreads is None:
         text += " One seed per sampler: no spread to judge the difference by."
     return text
@@ -230,7 +231,7 @@ def wall_clock_sentence(wall, predicted: float, expected_acc: float | None = Non
     reasons = []
     if expected_acc is not None and measured_acc is not None and measured_acc < expected_acc - 0.1:
         reasons.append(f"the drafts were accepted far less often than the prediction assumed ({measured_acc:.2f} "
-                       f"against {expected_acc:.2f} accepted / drafted; next sentence)")
+                       f"against {expected_acc:.2f} accepted / drafted; section 7 says why)")
     if best < predicted * 0.95:
         reasons.append("the cost model leaves out the decoder's bookkeeping and the prefill, and one short run on a "
                        "shared machine is a noisy sample")

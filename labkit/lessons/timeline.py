@@ -18,7 +18,7 @@ from ..viz.timeline import HIGHLIGHT_NAME, as_trace, highlight_shape, step_times
 from ..viz.trace import step_html
 
 __all__ = ["TraceReplayer", "demo_skip_set", "compare_drafters", "confidence_band_sentence", "verify_cost_sentence",
-           "sampling_sentence", "drafters_sentence", "repetition_contrast", "repetition_sentence"]
+           "sampling_sentence", "drafters_sentence", "repetition_contrast", "repetition_sentence", "speed_sentence"]
 
 
 class TraceReplayer:
@@ -236,3 +236,12 @@ def repetition_sentence(frame, lookup: int = 6) -> str:
                  f"token: one run each, so read them as noisy). ")
     return text + ("Tokens per step, and any speedup a benchmark reports, depend on how repetitive the text is: "
                    "measure on text like your users', and say which.")
+
+
+def speed_sentence(speculative, plain) -> str:
+    """One greedy run against the plain loop on the same prompt: faster or slower, and by how much."""
+    a, b = speculative.ms_per_token, plain.ms_per_token
+    verdict = "faster than" if a < 0.98 * b else "slower than" if a > 1.02 * b else "as fast as"
+    return (f"On this prompt speculative decoding took {a:.1f} ms/token against {b:.1f} for the plain loop: "
+            f"{verdict} plain decoding ({b / a:.2f}x; one run each, so read it as a sample, not a benchmark). "
+            f"Section 8 shows how much this depends on how repetitive the text is.")

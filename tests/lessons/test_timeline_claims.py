@@ -59,3 +59,10 @@ def test_repetition_sentence_follows_the_table():
     assert "tokens per step rose (2.00 → 4.00" in helped and "at most 6 tokens" not in helped and "stayed" in helped
     swapped = tl.repetition_sentence(contrast(2.4, 2.4, 6.9, 6.9, loop_share=0.02, novel_share=0.5))
     assert swapped.startswith("The showcase prompt's text repeats itself")
+
+
+def test_speed_sentence():
+    from types import SimpleNamespace as R
+    assert "slower than plain decoding (0.63x" in tl.speed_sentence(R(ms_per_token=6.2), R(ms_per_token=3.9))
+    assert "faster than plain decoding (1.59x" in tl.speed_sentence(R(ms_per_token=3.9), R(ms_per_token=6.2))
+    assert "as fast as" in tl.speed_sentence(R(ms_per_token=4.0), R(ms_per_token=4.05))
