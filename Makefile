@@ -7,7 +7,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: lab test app venv html bench models results clean-build
+.PHONY: lab test app venv html html-full bench models results clean-build
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -30,6 +30,10 @@ app: $(STAMP)
 
 html: $(STAMP)
 	$(PY) -m labkit.notebooks html
+
+# full mode (longer runs, every sweep at full size): build/html-full/, about 6-8 minutes on 2 cores
+html-full: $(STAMP)
+	$(PY) -m labkit.notebooks html --full
 
 bench: $(STAMP)
 	$(PY) -m labkit.bench

@@ -25,11 +25,15 @@ from dataclasses import dataclass
 from itertools import zip_longest
 from pathlib import Path
 
+import torch
+
+from ..core.cache import new_cache
+from ..core.forward import check_inputs, forward_tokens
 from .corpus import EXCLUDED_DIRS, MAX_FILE_BYTES, corpus_files, stdlib_root
 
 __all__ = ["Prompt", "prompts", "benchmark_prompts", "pick_prompt", "PROMPT_OFFSET", "OUTSIDE_PACKAGES",
            "BUILTIN_SOURCES", "package_prompts", "read_prompt_file", "source_info", "source_label",
-           "TXT_SEPARATOR"]
+           "TXT_SEPARATOR", "first_repeat", "repeated_share", "Showcase", "showcase_prompt"]
 
 #: Prompts before this index (seed 0) of a built-in source choose skip sets; timing runs use the ones after.
 PROMPT_OFFSET = 24
@@ -273,3 +277,67 @@ def pick_prompt(tokenizer, model, n_new: int, *, seed: int = 0, n_candidates: in
             best = (prompt, ids)
     prompt, ids = best
     return prompt, ids, max(0, context - ids.shape[1])
+
+
+def first_repeat(tokens: list[int], n: int) -> int | None:
+    """Index (in ``tokens``) of the last token of the first n-gram that already occurred earlier, else None."""
+    seen = set()
+    for i in range(len(tokens) - n + 1):
+        gram = tuple(tokens[i:i + n])
+        if gram in seen:
+            return i + n - 1
+        seen.add(gram)
+    return None
+
+
+def repeated_share(prompt_ids: list[int], new_tokens: list[int], n: int = 4) -> float:
+    """Share of ``new_tokens`` that complete an n-gram already present earlier in prompt + continuation:
+    roughly what a prompt-lookup draft could copy. 0: novel text; near 1: a loop."""
+    seq, start = list(prompt_ids) + list(new_tokens), len(prompt_ids)
+    seen, hits = set(), 0
+    for i in range(len(seq) - n + 1):
+        gram = tuple(seq[i:i + n])
+        hits += i + n - 1 >= start and gram in seen
+        seen.add(gram)
+    return hits / len(new_tokens) if new_tokens else float("nan")
+
+
+@dataclass(frozen=True)
+class Showcase:
+    prompt: Prompt
+    index: int                 # position in the benchmark order
+    n_tried: int               # candidates generated before this one was found
+    rule: str
+
+
+@torch.inference_mode()
+def _greedy_until_repeat(model, ids: torch.Tensor, window: int, n: int) -> int | None:
+    """Greedy continuation of ``ids`` (1, T), stopped at the first repeated n-gram within ``window`` new tokens;
+    returns the number of tokens generated before the repeat, or None if the window has none."""
+    cache, new = new_cache(model), []
+    logits = forward_tokens(model, ids, 0, cache, logits_to_keep=1)[-1]
+    while len(new) < window:
+        new.append(int(logits.argmax()))
+        if first_repeat(new, n) is not None:
+            return len(new)
+        logits = forward_tokens(model, [new[-1]], ids.shape[1] + len(new) - 1, cache, logits_to_keep=1)[-1]
+    return None
+
+
+def showcase_prompt(model, tokenizer, *, n: int = 6, window: int = 48, seed: int = 0,
+                    n_candidates: int = 32) -> Showcase:
+    """The prompt the notebooks show a generation on, chosen by a rule, not by hand: the first benchmark
+    prompt (:func:`benchmark_prompts` order) whose greedy continuation repeats no n-gram of ``n`` tokens
+    within its first ``window`` tokens. A small model's greedy text often loops ("a list of the list of
+    the ..."), which inflates tokens per step and flatters drafting; novel text shows the draft's real
+    quality. Raises ValueError when none of the first ``n_candidates`` qualifies."""
+    if n < 1 or window < n:
+        raise ValueError(f"need 1 <= n <= window, got n={n!r}, window={window!r}")
+    rule = f"first benchmark prompt whose greedy continuation repeats no {n}-token n-gram in its first {window} tokens"
+    for i, prompt in enumerate(benchmark_prompts(n_candidates, seed=seed)):
+        ids = check_inputs(model, tokenizer(prompt.text, return_tensors="pt", add_special_tokens=False)["input_ids"],
+                           window)
+        if _greedy_until_repeat(model, ids, window, n) is None:
+            return Showcase(prompt, i, i + 1, rule)
+    raise ValueError(f"none of the first {n_candidates} benchmark prompts qualifies ({rule}); "
+                     f"raise n_candidates or n, or lower window")

@@ -32,7 +32,8 @@ from .state import DecodingState
 from .strategies import SkipStrategy
 from .verify import Verdict, target_forward
 
-__all__ = ["Draft", "Drafter", "SelfDrafter", "ModelDrafter", "LookupDrafter", "ngram_lookup", "make_drafter"]
+__all__ = ["Draft", "Drafter", "SelfDrafter", "ModelDrafter", "LookupDrafter", "ngram_lookup", "make_drafter",
+           "stop_signal"]
 
 
 @dataclass
@@ -79,6 +80,16 @@ class Drafter:
         return 0.0, 0.0
 
 
+def stop_signal(draft: Draft, state: DecodingState, policy: DraftPolicy) -> float:
+    """What the policy compares with its threshold after the last drafted token: the draft's top-1 probability,
+    or while sampling, if the policy asks for it (``sampling_signal == "q"``), q(d) of the token it drew."""
+    if policy.sampling_signal not in ("confidence", "q"):
+        raise ValueError(f"sampling_signal must be 'confidence' or 'q', got {policy.sampling_signal!r}")
+    if state.warp.do_sample and policy.sampling_signal == "q":
+        return draft.q[-1]
+    return draft.confidence[-1]
+
+
 def draft_tokens(model, cache, feed: list[int], start: int, state: DecodingState, budget: int,
                  policy: DraftPolicy) -> tuple[Draft, int]:
     """Autoregressive drafting with ``model`` from ``feed`` at position ``start``: stops at EOS, at ``budget``
@@ -90,7 +101,8 @@ def draft_tokens(model, cache, feed: list[int], start: int, state: DecodingState
         q = state.warp.probs(logits)                                                # (V,)
         token = sample(q, state.generator) if state.warp.do_sample else int(logits.argmax())
         draft.add(token, q, keep_dist=state.warp.do_sample)
-        if token in state.eos or len(draft) >= budget or not policy.keep_drafting(len(draft), draft.confidence[-1]):
+        stop = token in state.eos or len(draft) >= budget
+        if stop or not policy.keep_drafting(len(draft), stop_signal(draft, state, policy)):
             return draft, start
         feed = [token]
 

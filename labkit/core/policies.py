@@ -38,10 +38,16 @@ def _check_count(name: str, value: int) -> int:
 
 
 class DraftPolicy:
-    """Interface. ``max_draft`` bounds every draft; ``threshold`` is None for count-only policies."""
+    """Interface. ``max_draft`` bounds every draft; ``threshold`` is None for count-only policies.
+
+    ``sampling_signal``: what ``keep_drafting`` receives as ``confidence`` while sampling: ``"confidence"``
+    (the draft's top-1 probability, as when greedy) or ``"q"`` (q(d), the probability of the token the draft
+    actually drew). Either is lossless; which predicts rejection better is measured in docs/decisions.md.
+    """
 
     max_draft: int = 1
     threshold: float | None = None
+    sampling_signal: str = "confidence"
 
     def keep_drafting(self, n_drafted: int, confidence: float) -> bool:
         raise NotImplementedError

@@ -3,7 +3,7 @@
 Every notebook ends by calling :func:`record_metrics`, which writes a small JSON of its key
 numbers to the output folder given as a notebook parameter; the papermill tests assert on
 those ranges. ``python -m labkit.notebooks html`` executes every notebook (FAST mode) and
-writes HTML copies for readers who only want to look.
+writes HTML copies for readers who only want to look (``--full``: full mode, into build/html-full).
 """
 from __future__ import annotations
 
@@ -84,17 +84,22 @@ def export_html(executed: Path, out_dir: Path) -> Path:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="Execute the lab's notebooks and export them to HTML.")
     parser.add_argument("command", choices=["html", "run"])
-    parser.add_argument("--full", action="store_true", help="full mode instead of FAST")
+    parser.add_argument("--full", action="store_true",
+                        help="full mode instead of FAST (executed copies in build/notebooks-full, HTML in build/html-full)")
+    parser.add_argument("--solutions", action="store_true", help="run the exercises with the reference answers")
     args = parser.parse_args(argv)
     if args.command == "html":
         # the kernels inherit this: figures also as self-contained HTML, which nbconvert keeps
         os.environ["PLOTLY_RENDERER"] = "notebook+plotly_mimetype"
+    suffix = "-full" if args.full else ""
     for nb in notebook_paths():
         t0 = time.perf_counter()
-        executed = execute_notebook(nb, {"FAST": not args.full, "OUTPUT_DIR": str(BUILD_DIR / "metrics")})
+        executed = execute_notebook(nb, {"FAST": not args.full, "OUTPUT_DIR": str(BUILD_DIR / f"metrics{suffix}"),
+                                         **({"SOLUTIONS": True} if args.solutions else {})},
+                                    out_dir=BUILD_DIR / f"notebooks{suffix}")
         note = ""
         if args.command == "html":
-            note = f" -> {export_html(executed, BUILD_DIR / 'html')}"
+            note = f" -> {export_html(executed, BUILD_DIR / f'html{suffix}')}"
         print(f"{nb.name}: {time.perf_counter() - t0:.1f} s{note}")
 
 

@@ -1,8 +1,7 @@
-"""Notebook 04's glue: presets, the guiding answers written from the grid's numbers, and the Playground widget."""
+"""Notebook 04's glue: presets and the Playground widget (the sentences are in :mod:`.playground_claims`)."""
 from __future__ import annotations
 
 import html
-import math
 import time
 from dataclasses import replace
 from typing import Callable
@@ -13,15 +12,17 @@ import torch
 from ..artifacts.models import load_model
 from ..artifacts.prompts import benchmark_prompts, source_label
 from ..measure.grid import PlaygroundGrid, Setting, measure_live
-from ..viz.playground import PANELS, axis_ranges, figure_title, fmt, panel_xy, playground_figure
+from ..viz.playground import PANELS, axis_ranges, figure_title, fmt, panel_errors, panel_xy, playground_figure
 from ..viz.widgets import as_widget, update_widget
+from .playground_claims import guiding_answers
 
 __all__ = ["presets", "presets_frame", "guiding_answers", "Playground"]
 
 
 def presets(grid: PlaygroundGrid) -> dict[str, Setting]:
     """Named settings: too timid / the paper's / too aggressive (paper's policy at the lowest, ≈ 50 %
-    and highest skip ratio of the grid) and the best cell found."""
+    and highest skip ratio of the grid) and the best cell found (highest median speedup; see
+    :func:`~labkit.lessons.playground_claims.best_found_sentence` for how many cells its noise cannot rank)."""
     paper = grid.nearest()
     return {
         "too timid": replace(paper, ratio=grid.ratios[0]),
@@ -32,120 +33,20 @@ def presets(grid: PlaygroundGrid) -> dict[str, Setting]:
 
 
 def presets_frame(grid: PlaygroundGrid):
-    """The named presets side by side: setting, acceptance, tokens per step, speedup and its analytic limit."""
+    """The named presets side by side: setting, accepted / drafted, tokens per step, speedup with its
+    min-max over repetitions, the cells within its noise, and the analytic limit."""
     import pandas as pd
 
     rows = []
     for name, s in presets(grid).items():
         cell = grid.cell(s)
         rows.append({"preset": name, "skip ratio": s.ratio, "policy": s.policy, "threshold": s.threshold,
-                     "max draft": s.max_draft, "α": cell["acceptance_rate"], "tokens/step": cell["tokens_per_step"],
-                     "speedup": cell["speedup"], "analytic limit": cell["analytic_speedup"]})
+                     "max draft": s.max_draft, "accepted / drafted": cell["acceptance_rate"],
+                     "tokens/step": cell["tokens_per_step"], "speedup": cell["speedup"],
+                     "speedup min": cell["speedup_min"], "speedup max": cell["speedup_max"],
+                     "cells within its noise": len(grid.within_noise(s)),
+                     "analytic limit": cell["analytic_speedup"]})
     return pd.DataFrame(rows).set_index("preset")
-
-
-def _trend(first: float, last: float, what: str, tol: float = 0.02) -> str:
-    if any(v is None or math.isnan(v) for v in (first, last)):
-        return f"{what} is not measured at both ends"
-    if abs(last - first) <= tol * max(1.0, abs(first)):
-        return f"{what} stays at about {first:.2f}"
-    return f"{what} {'falls' if last < first else 'rises'} from {first:.2f} to {last:.2f}"
-
-
-def _direction(first: float, last: float, tol: float = 0.02) -> int:
-    """-1 falling, +1 rising, 0 flat (or unknown)."""
-    if any(v is None or math.isnan(v) for v in (first, last)) or abs(last - first) <= tol * max(1.0, abs(first)):
-        return 0
-    return 1 if last > first else -1
-
-
-def guiding_answers(grid: PlaygroundGrid, other: PlaygroundGrid | None = None,
-                    setting: Setting | None = None) -> list[dict]:
-    """The guiding questions, where to look in the plots, and the answer in this grid's numbers.
-
-    Every clause is chosen by the data (a peak inside the range or at an edge, curves rising,
-    falling or flat), so the text stays true whatever a regenerated grid shows.
-    """
-    s = setting or grid.nearest()
-    sp, acc, c = grid.vs_ratio("speedup", s), grid.vs_ratio("acceptance_rate", s), grid.vs_ratio("c", s)
-    ratios = np.array(grid.ratios)
-    i = int(np.nanargmax(sp))
-    interior = 0 < i < len(ratios) - 1
-    where = ("inside the range" if interior else
-             "at the lowest skip ratio of the grid" if i == 0 else "at the highest skip ratio of the grid")
-    c_dir, a_dir = _direction(c[0], c[-1]), _direction(acc[0], acc[-1])
-    c_why = {-1: "skipped blocks are not computed",
-             0: "a forward pass of this model is mostly fixed overhead, so skipping blocks saves little",
-             1: "skipping saved no measurable time here"}[c_dir]
-    a_why = {-1: "the draft drifts further from the full model", 0: "the draft stays close to the full model",
-             1: "the searched sets at higher ratios happen to agree better"}[a_dir]
-    a1 = (f"With the {s.policy} policy, threshold {s.threshold:g} and max draft {s.max_draft}, the speedup peaks at "
-          f"skip ratio {ratios[i]:.3f} ({fmt(sp[i])}×, {where}). Going right, "
-          f"{_trend(c[0], c[-1], 'the draft cost c')} "
-          f"({c_why}) and {_trend(acc[0], acc[-1], 'the acceptance α')} ({a_why}).")
-    if interior:
-        gain = "the cheaper drafts" if c_dir < 0 else "what skipping saves"
-        a1 += (f" Past {ratios[i]:.3f}, the tokens lost to rejected drafts outweigh {gain}, and the speedup drops to "
-               f"{fmt(sp[-1])}× at {ratios[-1]:.3f}.")
-    elif i == len(ratios) - 1:
-        a1 += " Within the grid's range, the cheaper drafts still pay for the lost acceptance, so there is no fall yet."
-    else:
-        a1 += " Every extra skipped block costs more acceptance than it saves in draft cost, so there is no rise."
-    limit = grid.vs_ratio("analytic_speedup", s)
-    if not np.all(np.isnan(limit)):
-        ia = int(np.nanargmax(limit))
-        a1 += (" The dashed analytic limit, built from the same α and c, peaks at the same skip ratio." if ia == i
-               else f" The dashed analytic limit, built from the same α and c, peaks at {ratios[ia]:.3f}.")
-
-    th = np.array(grid.thresholds)
-    acc_t, tps_t, d_t, sp_t = (grid.vs_threshold(m, s) for m in
-                               ("acceptance_rate", "tokens_per_step", "drafted_per_step", "speedup"))
-    j = int(np.nanargmax(sp_t))
-    acc_dir, d_dir, tps_dir = (_direction(v[0], v[-1]) for v in (acc_t, d_t, tps_t))
-    a2 = (f"At skip ratio {s.ratio:.3f}, raising the threshold from {th[0]:g} to {th[-1]:g}: "
-          f"{_trend(acc_t[0], acc_t[-1], 'α')}")
-    a2 += (", because the draft stops before the tokens it is unsure of. " if acc_dir > 0 else ". ")
-    a2 += f"{_trend(d_t[0], d_t[-1], 'The number of drafted tokens per step')}"
-    a2 += f" and {_trend(tps_t[0], tps_t[-1], 'the number of tokens per step')}"
-    a2 += (", so each verify pass buys fewer tokens. " if tps_dir < 0 else ". ")
-    a2 += f"The speedup is highest at threshold {th[j]:g} ({fmt(sp_t[j])}×)"
-    top_acc = np.nanmax(acc_t)
-    if not math.isnan(acc_t[j]) and acc_t[j] >= top_acc - 0.01:
-        a2 += ", which here is also where α is highest."
-    else:
-        a2 += (f", not where α is highest ({fmt(top_acc)} at threshold {th[int(np.nanargmax(acc_t))]:g}; "
-               f"{fmt(acc_t[j])} at {th[j]:g}).")
-    out = [
-        {"question": "At what skip ratio does speedup peak, and why does it fall after?",
-         "look_at": "top row: speedup vs skip ratio, beside α and the draft cost ratio c", "answer": a1},
-        {"question": "Why does a higher threshold raise acceptance but not always speed?",
-         "look_at": "bottom row: α, tokens and drafted tokens per step, and speedup vs threshold", "answer": a2},
-    ]
-    if other is not None:
-        so = other.nearest(threshold=s.threshold, max_draft=s.max_draft, policy=s.policy)
-        sp_o, acc_o = other.vs_ratio("speedup", so), other.vs_ratio("acceptance_rate", so)
-        io = int(np.nanargmax(sp_o))
-        a3 = (f"For {other.name!r} on the same slice, α is {fmt(acc_o[0])} at skip ratio {other.ratios[0]:.3f} "
-              f"(vs {fmt(acc[0])} for {grid.name!r}) and {fmt(acc_o[-1])} at {other.ratios[-1]:.3f}. Its best "
-              f"speedup is {fmt(sp_o[io])}× at {other.ratios[io]:.3f}, against {fmt(sp[i])}× for {grid.name!r}. ")
-        if acc_o[0] < acc[0] - 0.05:
-            a3 += ("It was trained only as a full model, so removing even a few blocks changes its predictions: "
-                   if other.name == "plain" else "")
-            a3 += ("its α" if other.name == "plain" else "Its α") + " is lower from the first skipped blocks on. "
-        shape = (f"its speedup rises to a peak at {other.ratios[io]:.3f} and falls again"
-                 if 0 < io < len(other.ratios) - 1 else "its speedup only moves one way across the grid's skip ratios")
-        if sp_o[io] <= 1.0:
-            a3 += (f"On this slice {shape}, and it stays below 1: no skip ratio makes its drafts pay for themselves, "
-                   f"so there is no hump above plain decoding.")
-        elif 0 < io < len(other.ratios) - 1:
-            a3 += (f"This grid does show a hump for it too: {shape}. Compare the heights: the acceptance a model keeps "
-                   "at moderate skip ratios sets how high its peak can go.")
-        else:
-            a3 += f"On this slice {shape}, so there is no rise and fall inside the range."
-        out.append({"question": f"Why is there no hump for the {other.name!r} model?",
-                    "look_at": "the model toggle, or the side-by-side figure: α and speedup vs skip ratio",
-                    "answer": a3})
-    return out
 
 
 def _load_for_live(name: str):
@@ -163,8 +64,6 @@ class Playground:
 
     def __init__(self, grids, *, model: str | None = None, loader: Callable | None = None,
                  live_prompts: int = 2, live_tokens: int = 48, live_source="grid"):
-        import ipywidgets as widgets
-
         if isinstance(grids, PlaygroundGrid):
             grids = {grids.name: grids}
         if not grids:
@@ -180,19 +79,26 @@ class Playground:
         name = model if model is not None else next(iter(self.grids))
         if name not in self.grids:
             raise KeyError(f"no grid for model {name!r} (have: {', '.join(self.grids)})")
-        grid = self.grids[name]
-        start = grid.nearest()
+        start = self.grids[name].nearest()
+        self._build_controls(name, start)
+        self.figure = as_widget(playground_figure(self.grids[name], start, self.live[name]))
+        self.widget = self._layout()
+        self.update()
 
+    def _build_controls(self, name: str, start: Setting) -> None:
+        """The model toggle, the four knobs, the preset and live buttons, wired to the refresh."""
+        import ipywidgets as widgets
+
+        grid = self.grids[name]
+        wide, narrow = widgets.Layout(width="420px"), widgets.Layout(width="300px")
         self.model_toggle = widgets.ToggleButtons(options=list(self.grids), value=name, description="model")
         self.ratio_slider = widgets.SelectionSlider(options=self._ratio_options(grid), value=start.ratio,
-                                                    description="skip ratio", continuous_update=True,
-                                                    layout=widgets.Layout(width="420px"))
+                                                    description="skip ratio", continuous_update=True, layout=wide)
         self.threshold_slider = widgets.SelectionSlider(options=self._threshold_options(grid), value=start.threshold,
-                                                        description="threshold", continuous_update=True,
-                                                        layout=widgets.Layout(width="420px"))
+                                                        description="threshold", continuous_update=True, layout=wide)
         self.max_draft_slider = widgets.SelectionSlider(options=[(str(k), k) for k in grid.max_drafts],
-                                                        value=start.max_draft, description="max draft",
-                                                        continuous_update=True, layout=widgets.Layout(width="300px"))
+                                                        value=start.max_draft, description="max draft γ",
+                                                        continuous_update=True, layout=narrow)
         self.policy_toggle = widgets.ToggleButtons(options=grid.policies, value=start.policy, description="policy")
         self.preset_buttons = {}
         for preset in presets(grid):
@@ -201,21 +107,22 @@ class Playground:
             self.preset_buttons[preset] = button
         self.live_button = widgets.Button(description="run live", icon="play", button_style="warning",
                                           tooltip="re-measure the current setting on this machine "
-                                                  f"({live_prompts} prompts × {live_tokens} tokens)")
+                                                  f"({self.live_prompts} prompts × {self.live_tokens} tokens)")
         self.live_button.on_click(lambda _: self.run_live())
-        self.readout = widgets.HTML()
-        self.status = widgets.HTML()
-        self.figure = as_widget(playground_figure(grid, start, self.live[name]))
+        self.readout, self.status = widgets.HTML(), widgets.HTML()
         for control in (self.ratio_slider, self.threshold_slider, self.max_draft_slider, self.policy_toggle):
             control.observe(lambda _: self._changed(), names="value")
         self.model_toggle.observe(lambda _: self._model_changed(), names="value")
-        self.widget = widgets.VBox([
+
+    def _layout(self):
+        import ipywidgets as widgets
+
+        return widgets.VBox([
             widgets.HBox([self.model_toggle, self.policy_toggle]),
             widgets.HBox([self.ratio_slider, self.threshold_slider, self.max_draft_slider]),
             widgets.HBox([widgets.HTML("<b>presets:</b>&nbsp;"), *self.preset_buttons.values(),
                           widgets.HTML("&nbsp;&nbsp;"), self.live_button]),
             self.readout, self.figure, self.status])
-        self.update()
 
     # -- state ------------------------------------------------------------------------------
     @staticmethod
@@ -293,8 +200,10 @@ class Playground:
         """Copy the current slice of the grid (and matching live points) into the FigureWidget."""
         grid, s = self.grid, self.setting
         xy = panel_xy(grid, s, self.live[self.model_name])
-        update_widget(self.figure, {index: {"x": x, "y": y} for index, (x, y) in xy.items()},
-                      layout={"title.text": figure_title(grid, s)})
+        traces = {index: {"x": x, "y": y} for index, (x, y) in xy.items()}
+        for index, (plus, minus) in panel_errors(grid, s).items():
+            traces[index].update({"error_y.array": plus, "error_y.arrayminus": minus})
+        update_widget(self.figure, traces, layout={"title.text": figure_title(grid, s)})
         self.readout.value = self._readout_html(grid, s)
 
     def _readout_html(self, grid: PlaygroundGrid, s: Setting) -> str:
@@ -311,14 +220,18 @@ class Playground:
         if live:
             p = live[-1]
             live_txt = (f"<br><b>live run</b> ({p['n_prompts']} prompts × {p['max_new_tokens']} tokens, "
-                        f"{p['measured_at']}): speedup {fmt(p['speedup'])}× = {fmt(p['vs_grid'])} × the grid's, "
-                        f"α {fmt(p['acceptance_rate'])}, {fmt(p['tokens_per_step'])} tokens/step")
+                        f"{p['measured_at']}): speedup {fmt(p['speedup'])}× ({fmt(p['speedup_min'])}–"
+                        f"{fmt(p['speedup_max'])}) = {fmt(p['vs_grid'])} × the grid's, accepted / drafted "
+                        f"{fmt(p['acceptance_rate'])}, {fmt(p['tokens_per_step'])} tokens/step")
         return (f"<b>{html.escape(grid.name)}</b>, {html.escape(s.describe())}<br>"
                 f"skip set ({entry['n_skipped']} of {2 * grid.data['n_layers']} blocks, bucket "
                 f"[{entry['bucket'][0]:g}, {entry['bucket'][1]:g})): {html.escape(str(skip))}<br>"
-                f"α = <b>{fmt(cell['acceptance_rate'])}</b>, <b>{fmt(cell['tokens_per_step'])}</b> tokens per step "
-                f"({fmt(cell['drafted_per_step'])} drafted), <b>{fmt(cell['ms_per_token'])}</b> ms/token vs "
-                f"{fmt(cell['plain_ms_per_token'])} for the plain loop → speedup <b>{fmt(cell['speedup'])}×</b> "
+                f"accepted / drafted = <b>{fmt(cell['acceptance_rate'])}</b>, <b>{fmt(cell['tokens_per_step'])}</b> "
+                f"tokens per step (d = {fmt(cell['drafted_per_step'])} drafted), <b>{fmt(cell['ms_per_token'])}</b> "
+                f"ms/token vs {fmt(cell['plain_ms_per_token'])} for the plain loop (this skip set's shared baseline) "
+                f"→ speedup <b>{fmt(cell['speedup'])}×</b> (min–max {fmt(cell['speedup_min'])}–"
+                f"{fmt(cell['speedup_max'])} over {len(cell['speedup_repeats'])} repetitions; "
+                f"{len(grid.within_noise(s))} cells within its noise) "
                 f"(analytic limit {fmt(cell.get('analytic_speedup'))}× with c = {fmt(cell.get('c'), '.3f')}, "
                 f"c_v = {fmt(cell.get('c_v'), '.2f')}; forward passes only: "
                 f"{fmt(cell.get('analytic_speedup_forward'))}×){moved}; output identical to plain decoding: {same}"

@@ -1,9 +1,13 @@
 """Notebook 03's glue: the step replayer (◀ ▶ and a slider over a real trace), the skip set it drafts with,
-and one prompt drafted two ways."""
+one prompt drafted two ways, repetitive against novel text, and the sentences that describe the runs
+(written from their numbers; notation: docs/notation.md)."""
 from __future__ import annotations
 
 import contextlib
 
+import numpy as np
+
+from ..artifacts.prompts import repeated_share
 from ..artifacts.results import skip_set_for
 from ..core.decoding import speculative_generate
 from ..core.policies import AdaptiveThreshold
@@ -12,7 +16,8 @@ from ..viz.timeline import HIGHLIGHT_NAME, as_trace, highlight_shape, step_times
 from ..viz.trace import step_html
 from ..viz.widgets import as_widget
 
-__all__ = ["TraceReplayer", "demo_skip_set", "compare_drafters"]
+__all__ = ["TraceReplayer", "demo_skip_set", "compare_drafters", "confidence_band_sentence", "verify_cost_sentence",
+           "sampling_sentence", "drafters_sentence", "repetition_contrast", "repetition_sentence", "speed_sentence"]
 
 
 class TraceReplayer:
@@ -120,3 +125,122 @@ def compare_drafters(model, input_ids, *, skip: SkipSet, draft_model, max_new_to
     runs[labels[1]] = speculative_generate(model, input_ids, draft_model=draft_model, policy=policy_factory(),
                                            max_new_tokens=max_new_tokens)
     return runs
+
+
+
+# -- notebook 03's sentences and the repetitive-vs-novel contrast (see labkit.lessons.claims) -----------------
+def confidence_band_sentence(run, lo: float = 0.2, hi: float = 0.6) -> str:
+    """How the draft's top-1 probabilities spread: why the threshold starts low for this small model."""
+    conf = np.array([c for s in as_trace(run).steps for c in s.confidence])
+    if not len(conf):
+        return "The run drafted nothing."
+    below, band, above = (conf < lo).mean(), ((conf >= lo) & (conf < hi)).mean(), (conf >= hi).mean()
+    return (f"Of the {len(conf)} tokens this run drafted, {band:.0%} had a top-1 probability between {lo:g} and "
+            f"{hi:g}, {above:.0%} at least {hi:g} and {below:.0%} below {lo:g}: a threshold of {hi:g} would stop "
+            f"{'most' if above < 0.5 else 'many'} drafts after their first unsure token.")
+
+
+def verify_cost_sentence(run, plain_ms_per_token: float) -> str:
+    """What a verify pass cost in this run, per step and against one plain token (c_v), and why it can be cheap."""
+    s = as_trace(run).summary()
+    c_v = s["verify_ms_per_step"] / plain_ms_per_token
+    return (f"In the greedy run above a verify pass checked d = {s['drafted_per_step']:.2f} drafted tokens on average "
+            f"and took {s['verify_ms_per_step']:.1f} ms, against {plain_ms_per_token:.1f} ms per token of plain "
+            f"decoding: c_v = {c_v:.2f}. One pass over all positions is necessary for that, not sufficient: it is "
+            f"cheap only while a forward's cost is dominated by what it pays once per call (kernel launches, "
+            f"Python, reading the weights) rather than by arithmetic per token; a compute-bound forward would "
+            f"cost about d + 1 times as much.")
+
+
+def sampling_sentence(greedy, sampled, policy=None) -> str:
+    """Why sampling ran at a different speed than greedy here: accepted / drafted, d, wasted drafts, the threshold."""
+    g, s = as_trace(greedy).summary(), as_trace(sampled).summary()
+    ratio = s["ms_per_token_with_prefill"] / g["ms_per_token_with_prefill"]
+    waste = lambda x: (x["drafted"] - x["accepted"]) / x["emitted"]               # noqa: E731
+    text = (f"Sampling took {s['ms_per_token_with_prefill']:.1f} ms/token against {g['ms_per_token_with_prefill']:.1f} "
+            f"greedy ({ratio:.1f}x). Accepted / drafted fell from {g['acceptance_rate']:.0%} to "
+            f"{s['acceptance_rate']:.0%} while d went from {g['drafted_per_step']:.1f} to {s['drafted_per_step']:.1f} "
+            f"drafted per step, so the draft produced {waste(s):.2f} rejected or discarded tokens per emitted token "
+            f"(greedy: {waste(g):.2f}): ")
+    text += ("sampled drafts are accepted with probability min(1, p/q) rather than whenever the argmax matches, and "
+             "every token drafted after a rejection is thrown away. " if waste(s) > waste(g) else
+             "sampling did not waste more drafts here. ")
+    thresholds = [st.threshold for st in as_trace(sampled).steps if st.threshold is not None]
+    if thresholds and policy is not None and hasattr(policy, "epsilon"):
+        step = policy.epsilon * (1 - policy.beta2)
+        text += (f"The adaptive threshold went from {thresholds[0]:.3f} to {thresholds[-1]:.3f} over "
+                 f"{len(thresholds)} steps: it moves at most {step:.3f} per step, too slowly to shorten drafts "
+                 f"within one short generation.")
+    return text
+
+
+def drafters_sentence(runs: dict) -> str:
+    """Self-draft against a separate draft model on the same prompt: speed, accepted / drafted, tokens per step."""
+    (a, ra), (b, rb) = runs.items()
+    sa, sb = as_trace(ra).summary(), as_trace(rb).summary()
+    faster = a if sa["ms_per_token_with_prefill"] < sb["ms_per_token_with_prefill"] else b
+    return (f"{a}: {sa['ms_per_token_with_prefill']:.1f} ms/token, accepted / drafted {sa['acceptance_rate']:.0%}, "
+            f"{sa['tokens_per_step']:.2f} tokens per step; {b}: {sb['ms_per_token_with_prefill']:.1f} ms/token, "
+            f"{sb['acceptance_rate']:.0%}, {sb['tokens_per_step']:.2f}. On this prompt the {faster} was faster "
+            f"(one run each: a single prompt's ranking, not a benchmark).")
+
+
+def repetition_contrast(model, tokenizer, skip: SkipSet, prompts: dict, max_new_tokens: int, lookup: int = 6,
+                        initial_threshold: float = 0.6):
+    """Greedy self-speculative decoding of each prompt ({label: Prompt}) without and with prompt lookup: tokens per
+    step, accepted / drafted, the share of drafted tokens copied from the context, ms per token, and how
+    repetitive the text is (share of new tokens completing a 4-gram seen before). A pandas DataFrame."""
+    import pandas as pd
+
+    rows = []
+    for label, prompt in prompts.items():
+        ids = tokenizer(prompt.text, return_tensors="pt", add_special_tokens=False)["input_ids"]
+        for n_lookup in (0, lookup):
+            out = speculative_generate(model, ids, skip=skip, lookup=n_lookup, max_new_tokens=max_new_tokens,
+                                       policy=AdaptiveThreshold(initial_threshold=initial_threshold))
+            s, steps = out.trace.summary(), out.trace.steps
+            copied = sum(st.n_drafted for st in steps if st.draft_source == "lookup")
+            rows.append({"text": label, "prompt lookup": n_lookup, "tokens per step": s["tokens_per_step"],
+                         "accepted / drafted": s["acceptance_rate"],
+                         "copied share of drafts": copied / s["drafted"] if s["drafted"] else 0.0,
+                         "ms per token": s["ms_per_token_with_prefill"],
+                         "repeated share": repeated_share(ids[0].tolist(), out.new_tokens)})
+    return pd.DataFrame(rows).set_index(["text", "prompt lookup"])
+
+
+def repetition_sentence(frame, lookup: int = 6) -> str:
+    """What repetition does to tokens per step, and what prompt lookup did, from :func:`repetition_contrast`'s table."""
+    texts = list(dict.fromkeys(frame.index.get_level_values(0)))
+    by = {t: (frame.loc[(t, 0)], frame.loc[(t, lookup)]) for t in texts}
+    loop = max(texts, key=lambda t: by[t][0]["repeated share"])
+    novel = min(texts, key=lambda t: by[t][0]["repeated share"])
+    lp, nv = by[loop], by[novel]
+    text = (f"The {loop}'s text repeats itself ({lp[0]['repeated share']:.0%} of its new tokens complete a 4-gram "
+            f"seen before, against {nv[0]['repeated share']:.0%} for the {novel}'s): self-drafting alone makes "
+            f"{lp[0]['tokens per step']:.2f} tokens per step there against {nv[0]['tokens per step']:.2f}. ")
+    moves = []
+    for t in (loop, novel):
+        off, on = by[t]
+        verb = "rose" if on["tokens per step"] > off["tokens per step"] + 0.05 else (
+            "fell" if on["tokens per step"] < off["tokens per step"] - 0.05 else "stayed")
+        moves.append((t, verb, off, on))
+    text += f"With prompt lookup ({lookup} tokens): " + "; ".join(
+        f"on the {t}'s text {on['copied share of drafts']:.0%} of the drafted tokens were copied and tokens per step "
+        f"{verb} ({off['tokens per step']:.2f} → {on['tokens per step']:.2f}; ms per token {off['ms per token']:.1f} → "
+        f"{on['ms per token']:.1f})" for t, verb, off, on in moves) + ". "
+    if moves[0][1] == "fell":
+        text += (f"Tokens per step fell on the loop because a copied draft is at most {lookup} tokens long, while the "
+                 f"skipped model, with a low threshold, already drafts long runs through a loop it knows; a copied "
+                 f"draft costs no draft forward, though, so fewer tokens per step can still be faster (ms per "
+                 f"token: one run each, so read them as noisy). ")
+    return text + ("Tokens per step, and any speedup a benchmark reports, depend on how repetitive the text is: "
+                   "measure on text like your users', and say which.")
+
+
+def speed_sentence(speculative, plain) -> str:
+    """One greedy run against the plain loop on the same prompt: faster or slower, and by how much."""
+    a, b = speculative.ms_per_token, plain.ms_per_token
+    verdict = "faster than" if a < 0.98 * b else "slower than" if a > 1.02 * b else "as fast as"
+    return (f"On this prompt speculative decoding took {a:.1f} ms/token against {b:.1f} for the plain loop: "
+            f"{verdict} plain decoding ({b / a:.2f}x; one run each, so read it as a sample, not a benchmark). "
+            f"Section 8 shows how much this depends on how repetitive the text is.")

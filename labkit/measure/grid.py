@@ -5,13 +5,15 @@
 Axes: the skip ratio (one skip set per 0.125-wide ratio bucket: the searched best there,
 :func:`labkit.artifacts.results.skip_sets_by_bucket`), the draft-exit threshold (static, or the *initial*
 threshold of :class:`~labkit.core.policies.AdaptiveThreshold`), the maximum draft length γ, and the policy.
-Each cell holds, over the same few held-out prompts (greedy, a fixed number of new tokens, EOS ignored):
-α = accepted / drafted, tokens per step, d = drafted per step, ms per token, the plain loop's ms per token
-from the plain runs just before and after the cell's own run (so a slow patch of the machine hits both
-sides alike) and their ratio, the speedup; c and c_v (draft ms per drafted token and verify ms per step,
-relative to the plain loop) from the decoder's own phase timings, and the analytic limit (A + 1)/(d c + c_v);
-the same limit from forward passes only (``*_forward``, from a :class:`~labkit.measure.costmodel.CostModel`
-measured at the start). The file also records the machine, the date, the command and the prompts.
+Each cell holds, over a few benchmark prompts (greedy, a fixed number of new tokens, EOS ignored; notation:
+docs/notation.md): accepted / drafted, tokens per step, d = drafted per step, ms per token, and the speedup
+against the plain-loop runs just before and after the cell's chunk of ``plain_every`` runs (the same two plain
+runs serve the whole chunk), as the median over ``repeats`` repetitions with their min-max (the noise a reader
+needs before ranking two cells); c and c_v (draft ms per drafted token and verify ms per step,
+relative to the plain loop's ms per token) from the decoder's own phase timings, and the analytic limit
+(A + 1)/(d·c + c_v); the same limit from forward passes only (``*_forward``, from a
+:class:`~labkit.measure.costmodel.CostModel` measured at the start). The file also records the machine, the
+date, the command and the prompts.
 """
 from __future__ import annotations
 
@@ -33,7 +35,7 @@ from tqdm.auto import tqdm
 
 from ..artifacts.models import load_model, model_key
 from ..artifacts.paths import PLAYGROUND_DIR
-from ..artifacts.prompts import prompts as held_out_prompts
+from ..artifacts.prompts import benchmark_prompts, showcase_prompt
 from ..artifacts.results import bucket_index, ratio_buckets, skip_sets_by_bucket
 from ..core.decoding import autoregressive_generate, speculative_generate
 from ..core.policies import AdaptiveThreshold, StaticThreshold
@@ -47,7 +49,7 @@ __all__ = [
     "make_policy", "compute_grid", "save_grid", "load_grid", "grid_path", "regenerate_command", "measure_live", "main",
 ]
 
-FORMAT = "labkit.playground/1"
+FORMAT = "labkit.playground/2"      # 2: repetitions; each chunk of cells timed against the plain runs around it
 DEFAULT_THRESHOLDS = (0.0, 0.2, 0.4, 0.6, 0.8, 0.9)
 DEFAULT_MAX_DRAFTS = (4, 8, 12)
 POLICIES = ("static", "adaptive")
@@ -81,10 +83,12 @@ class GridConfig:
     max_drafts: tuple[int, ...] = DEFAULT_MAX_DRAFTS
     policies: tuple[str, ...] = POLICIES
     n_prompts: int = 2
-    max_new_tokens: int = 64
+    max_new_tokens: int = 48
+    repeats: int = 3                    # every cell runs this many times: its speedup's min-max is the noise
+    showcase_model: str | None = "default"   # first prompt: this model's showcase prompt (None: benchmark order)
     prompt_seed: int = 0
     seed: int = 0                       # order of the cells inside a block
-    plain_every: int = 9                # a plain-loop run after every this many speculative runs
+    plain_every: int = 3                # a plain-loop run after every this many speculative runs (a chunk)
     max_ratio: float = 1.0              # leave out searched skip sets above this skip ratio
     cost_model_repeats: int = 5         # 0: no cost model; the analytic limit then uses the trace timings
     cost_model_sets: int | None = None  # random skip sets of the cost-model regression (default 4L + 8)
@@ -103,8 +107,8 @@ class GridConfig:
         for p in self.policies:
             if p not in POLICIES:
                 raise ValueError(f"policies must be among {POLICIES}, got {p!r}")
-        if self.n_prompts < 1 or self.max_new_tokens < 2 or self.plain_every < 1:
-            raise ValueError("n_prompts and plain_every must be >= 1, max_new_tokens >= 2")
+        if self.n_prompts < 1 or self.max_new_tokens < 2 or self.plain_every < 1 or self.repeats < 1:
+            raise ValueError("n_prompts, plain_every and repeats must be >= 1, max_new_tokens >= 2")
 
 
 def make_policy(policy: str, threshold: float, max_draft: int):
@@ -134,22 +138,29 @@ def _rounded(value, digits: int = 5):
 
 
 class _CellStats:
-    """Running sums of one cell over prompts."""
+    """Running sums of one cell in one repetition, over the prompts (token counts are the same in every
+    repetition: greedy decoding, a fresh policy per repetition)."""
 
     def __init__(self) -> None:
-        self.seconds = 0.0
-        self.new_tokens = self.steps = self.drafted = self.accepted = self.emitted = 0
+        self.seconds_by_prompt: list[float] = []
+        self.tokens_by_prompt: list[int] = []
+        self.plain_ms_by_prompt: list[float] = []    # the plain runs around this run's chunk (mean ms per token)
+        self.steps = self.drafted = self.accepted = self.emitted = 0
         self.draft_s = self.verify_s = 0.0
         self.verify_model_ms = 0.0          # sum over steps of the cost model's verify cost
         self.identical: list[bool] = []
         self.thresholds: list[float] = []
         self.final_threshold = float("nan")
-        self.plain_s, self.plain_tokens = 0.0, 0    # the plain-loop runs this cell is compared with
 
-    def add(self, result, plain_sequence, cost_model) -> None:
+    @property
+    def new_tokens(self) -> int:
+        return sum(self.tokens_by_prompt)
+
+    def add(self, result, plain_sequence, cost_model, plain_ms: float = float("nan")) -> None:
         trace = result.trace
-        self.seconds += result.elapsed_s
-        self.new_tokens += result.sequences.shape[1] - result.prompt_length
+        self.plain_ms_by_prompt.append(plain_ms)
+        self.seconds_by_prompt.append(result.elapsed_s)
+        self.tokens_by_prompt.append(result.sequences.shape[1] - result.prompt_length)
         self.steps += len(trace.steps)
         self.drafted += trace.n_drafted
         self.accepted += trace.n_accepted
@@ -165,19 +176,44 @@ class _CellStats:
         if plain_sequence is not None:
             self.identical.append(bool(torch.equal(result.sequences, plain_sequence)))
 
+    def token_counts(self) -> tuple:
+        return (self.tokens_by_prompt, self.steps, self.drafted, self.accepted, self.emitted)
 
-def _cell_row(setting: Setting, st: _CellStats, plain_ms: float, c_forward: float | None, cost_model) -> dict:
+
+def _timing(st: _CellStats, baseline_ms: Sequence[float] | None = None) -> dict:
+    """One repetition's timing against its plain baseline (ms per token, per prompt; default: the plain runs
+    around each run's chunk): the plain loop's time for the same tokens ÷ the speculative time; c and c_v
+    relative to the plain ms per token."""
     nan = float("nan")
-    ms = 1e3 * st.seconds / st.new_tokens if st.new_tokens else nan
+    baseline_ms = st.plain_ms_by_prompt if baseline_ms is None else baseline_ms
+    plain_ms = sum(b * n for b, n in zip(baseline_ms, st.tokens_by_prompt))     # plain loop, same tokens
+    spec_ms = 1e3 * sum(st.seconds_by_prompt)
+    base = plain_ms / st.new_tokens if st.new_tokens else nan                  # pooled plain ms per token
     A = st.accepted / st.steps if st.steps else nan
     d = st.drafted / st.steps if st.steps else nan
-    # costs relative to the plain loop's ms per token, from the decoder's own phase timings (same run)
-    c = (1e3 * st.draft_s / st.drafted) / plain_ms if st.drafted else 0.0
-    c_v = (1e3 * st.verify_s / st.steps) / plain_ms if st.steps else nan
-    analytic = trace_speedup(A, d, c, c_v) if st.steps and c_v > 0 else nan
-    # the same from the cost model: forward passes only, relative to the full model's one-token forward
+    c = (1e3 * st.draft_s / st.drafted) / base if st.drafted else 0.0
+    c_v = (1e3 * st.verify_s / st.steps) / base if st.steps else nan
+    return {"ms_per_token": spec_ms / st.new_tokens if st.new_tokens else nan, "plain_ms_per_token": base,
+            "speedup": plain_ms / spec_ms if spec_ms > 0 else nan, "c": c, "c_v": c_v,
+            "analytic_speedup": trace_speedup(A, d, c, c_v) if st.steps and c_v > 0 else nan}
+
+
+def _median(values) -> float:
+    values = [v for v in values if not math.isnan(v)]
+    return statistics.median(values) if values else float("nan")
+
+
+def _cell_row(setting: Setting, rounds: Sequence[_CellStats], c_forward: float | None, cost_model) -> dict:
+    """A cell over its repetitions: token statistics (identical in every repetition), the median timing
+    and the speedup's min-max over repetitions, each repetition against the plain runs around its chunk."""
+    nan = float("nan")
+    st = rounds[0]
+    timings = [_timing(r) for r in rounds]
+    speedups = [t["speedup"] for t in timings]
+    A = st.accepted / st.steps if st.steps else nan
+    d = st.drafted / st.steps if st.steps else nan
     c_v_forward = analytic_forward = nan
-    if cost_model is not None and st.steps:
+    if cost_model is not None and st.steps:            # forward passes only, relative to the full one-token forward
         c_v_forward = st.verify_model_ms / st.steps / cost_model.full_step_ms
         analytic_forward = trace_speedup(A, d, c_forward, c_v_forward)
     return {
@@ -186,14 +222,16 @@ def _cell_row(setting: Setting, st: _CellStats, plain_ms: float, c_forward: floa
         "acceptance_rate": st.accepted / st.drafted if st.drafted else nan,
         "tokens_per_step": st.emitted / st.steps if st.steps else nan,
         "drafted_per_step": d, "accepted_per_step": A,
-        "ms_per_token": ms, "plain_ms_per_token": plain_ms, "speedup": plain_ms / ms if ms > 0 else nan,
-        "c": c, "c_v": c_v, "analytic_speedup": analytic,
+        **{k: _median(t[k] for t in timings) for k in ("ms_per_token", "plain_ms_per_token", "speedup", "c", "c_v",
+                                                       "analytic_speedup")},
+        "speedup_min": min(speedups), "speedup_max": max(speedups), "speedup_repeats": speedups,
         "c_forward": nan if c_forward is None else c_forward, "c_v_forward": c_v_forward,
         "analytic_speedup_forward": analytic_forward,
         "mean_threshold": statistics.fmean(st.thresholds) if st.thresholds else nan,
         "final_threshold": st.final_threshold,
         "steps": st.steps, "drafted": st.drafted, "accepted": st.accepted, "new_tokens": st.new_tokens,
-        "identical_to_plain": all(st.identical) if st.identical else None,
+        "identical_to_plain": all(all(r.identical) for r in rounds) if st.identical else None,
+        "repeats_agree": all(r.token_counts() == st.token_counts() for r in rounds),
     }
 
 
@@ -210,9 +248,25 @@ def _grid_entries(model_name, n_layers: int, cfg: GridConfig, skip_sets, search_
     return sorted(entries, key=lambda e: e["ratio"]), "given skip sets"
 
 
-def _grid_prompts(tokenizer, cfg: GridConfig, prompt_texts) -> tuple[list[dict], list[torch.Tensor]]:
+def _default_prompts(model, model_name, tokenizer, cfg: GridConfig) -> list[dict]:
+    """The showcase prompt chosen by ``cfg.showcase_model``'s greedy text (novel text, by a rule; the same for
+    every model's grid), then the benchmark prompts in order (unselected: they show what is typical)."""
+    bench = [{"source": p.source, "text": p.text, "why": "benchmark order"}
+             for p in benchmark_prompts(cfg.n_prompts, seed=cfg.prompt_seed)]
+    if not cfg.showcase_model:
+        return bench
+    same = model_key(model_name) == model_key(cfg.showcase_model)
+    chooser, chooser_tokenizer = (model, tokenizer) if same else load_model(cfg.showcase_model)
+    found = showcase_prompt(chooser, chooser_tokenizer, seed=cfg.prompt_seed)
+    first = {"source": found.prompt.source, "text": found.prompt.text,
+             "why": f"showcase ({found.rule}, greedy text of {cfg.showcase_model!r})"}
+    return ([first] + [p for p in bench if p["text"] != first["text"]])[: cfg.n_prompts]
+
+
+def _grid_prompts(model, model_name, tokenizer, cfg: GridConfig, prompt_texts) -> tuple[list[dict], list]:
+    """Default: :func:`_default_prompts` (never the prompts the skip sets were chosen on)."""
     if prompt_texts is None:
-        info = [{"source": p.source, "text": p.text} for p in held_out_prompts(cfg.n_prompts, seed=cfg.prompt_seed)]
+        info = _default_prompts(model, model_name, tokenizer, cfg)
     else:
         info = [{"source": f"given prompt {i}", "text": t} for i, t in enumerate(prompt_texts[: cfg.n_prompts])]
     ids = [tokenizer(p["text"], return_tensors="pt", add_special_tokens=False)["input_ids"] for p in info]
@@ -222,7 +276,7 @@ def _grid_prompts(tokenizer, cfg: GridConfig, prompt_texts) -> tuple[list[dict],
 
 
 class _GridRunner:
-    """Runs the cells of one skip set, interleaved with plain-loop runs (see :func:`compute_grid`)."""
+    """Runs the cells of one skip set (a block), interleaved with plain-loop runs (see :func:`compute_grid`)."""
 
     def __init__(self, model, cfg: GridConfig, settings: list[tuple], cost_model, bar):
         self.model, self.cfg, self.settings, self.cost_model, self.bar = model, cfg, settings, cost_model, bar
@@ -235,41 +289,48 @@ class _GridRunner:
     def plain(self, ids, n=None):
         return autoregressive_generate(self.model, ids, n or self.cfg.max_new_tokens, eos_token_id=[])
 
-    def one_prompt(self, ids, skip, policies: dict, stats: dict) -> list:
-        """The cells in a shuffled order, a plain run before the first and after every ``plain_every``."""
+    def one_prompt(self, ids, skip, policies: dict, stats: dict) -> list[float]:
+        """The cells in a shuffled order, in chunks of ``plain_every`` with a plain run before and after each
+        chunk; a chunk's runs are timed against the mean of those two plain runs (the load a few seconds
+        apart is alike, the load minutes apart is not). Returns the plain runs' ms per token."""
         order = list(self.settings)
         self.rng.shuffle(order)
         previous = self.plain(ids)
-        runs = [previous]
+        plain_ms = [previous.ms_per_token]
         for i in range(0, len(order), self.cfg.plain_every):
             results = []
             for s in order[i: i + self.cfg.plain_every]:
                 results.append((s, self.spec(ids, skip, policies[s])))
                 self.bar.update()
             following = self.plain(ids)
-            runs.append(following)
-            for s, result in results:                      # compared with the two plain runs around them
-                stats[s].add(result, previous.sequences, self.cost_model)
-                stats[s].plain_s += previous.elapsed_s + following.elapsed_s
-                stats[s].plain_tokens += 2 * self.cfg.max_new_tokens
+            local = 0.5 * (previous.ms_per_token + following.ms_per_token)
+            for s, result in results:
+                stats[s].add(result, previous.sequences, self.cost_model, plain_ms=local)
+            plain_ms.append(following.ms_per_token)
             previous = following
-        return runs
+        return plain_ms
 
     def skip_set(self, entry: dict, prompt_ids) -> tuple[list[dict], dict]:
-        """The cells of one skip set (rows) and its ratio-axis entry."""
+        """The cells of one skip set (rows) and its ratio-axis entry. Each repetition runs every cell once
+        per prompt with a fresh policy (an adaptive one carries its state from prompt to prompt)."""
         skip = SkipSet.from_dict(entry["skip"])
         c_forward = self.cost_model.draft_cost_ratio(skip) if self.cost_model is not None else None
-        policies = {s: make_policy(s[2], s[0], s[1]) for s in self.settings}     # one per cell: adaptive state carries
-        stats = {s: _CellStats() for s in self.settings}
-        n = self.cfg.max_new_tokens
-        by_prompt = [self.one_prompt(ids, skip, policies, stats) for ids in prompt_ids]
-        plain_ms = [1e3 * sum(r.elapsed_s for r in runs) / (n * len(runs)) for runs in by_prompt]
-        all_runs = [r for runs in by_prompt for r in runs]
-        cells = [_cell_row(Setting(entry["ratio"], t, k, p), stats[(t, k, p)],
-                           1e3 * stats[(t, k, p)].plain_s / stats[(t, k, p)].plain_tokens, c_forward, self.cost_model)
+        rounds = {s: [] for s in self.settings}
+        plain_ms: list[list[float]] = [[] for _ in prompt_ids]
+        for _ in range(self.cfg.repeats):
+            policies = {s: make_policy(s[2], s[0], s[1]) for s in self.settings}
+            stats = {s: _CellStats() for s in self.settings}
+            for p, ids in enumerate(prompt_ids):
+                plain_ms[p] += self.one_prompt(ids, skip, policies, stats)
+            for s in self.settings:
+                rounds[s].append(stats[s])
+        baseline = [statistics.median(runs) for runs in plain_ms]
+        cells = [_cell_row(Setting(entry["ratio"], t, k, p), rounds[(t, k, p)], c_forward, self.cost_model)
                  for (t, k, p) in self.settings]
-        ratio_row = {**entry, "plain_ms_per_token": 1e3 * sum(r.elapsed_s for r in all_runs) / (n * len(all_runs)),
-                     "plain_ms_per_token_by_prompt": plain_ms, "c_forward": c_forward}
+        every = [m for runs in plain_ms for m in runs]
+        ratio_row = {**entry, "plain_ms_per_token": statistics.fmean(baseline), "plain_ms_per_token_by_prompt": baseline,
+                     "plain_ms_min": min(every), "plain_ms_max": max(every), "plain_runs": len(every),
+                     "c_forward": c_forward}
         return cells, ratio_row
 
 
@@ -288,17 +349,20 @@ def compute_grid(model, tokenizer, *, model_name: str, config: GridConfig | None
     """Measure the playground grid of ``model`` on this machine; returns the JSON-able grid.
 
     ``skip_sets``: the sets to use (default: the searched best set of every ratio bucket).
-    ``prompt_texts``: default ``labkit.prompts(n_prompts, seed=prompt_seed)``. For each skip set and prompt,
-    the cells run in a shuffled order with a plain-loop run before the first and after every ``plain_every``;
-    a cell's speedup is relative to the plain runs around it (summed over prompts).
+    ``prompt_texts``: default the showcase prompt (novel text, chosen by a rule) and the first benchmark
+    prompts (typical text; neither kind is among the prompts the skip sets were chosen on). Skip set by skip
+    set, ``repeats`` times, and prompt by prompt, the cells run in a shuffled order, in chunks of ``plain_every``
+    with a plain-loop run before and after each chunk; a chunk's runs are compared with the mean of those two
+    plain runs (on a shared machine the load changes over minutes, so only runs seconds apart see the same
+    load). Each cell's speedup is the median over repetitions, with their min-max as its noise.
     """
     cfg = config or GridConfig()
     t_start = time.perf_counter()
     entries, source = _grid_entries(model_name, int(model.config.num_hidden_layers), cfg, skip_sets, search_dir)
-    prompt_info, prompt_ids = _grid_prompts(tokenizer, cfg, prompt_texts)
+    prompt_info, prompt_ids = _grid_prompts(model, model_name, tokenizer, cfg, prompt_texts)
     cost_model = _grid_cost_model(model, model_name, cfg, prompt_info)
     settings = [(t, k, p) for p in cfg.policies for k in cfg.max_drafts for t in cfg.thresholds]
-    bar = tqdm(total=len(entries) * len(prompt_ids) * len(settings), desc=f"playground grid ({model_name})",
+    bar = tqdm(total=len(entries) * cfg.repeats * len(prompt_ids) * len(settings), desc=f"playground grid ({model_name})",
                unit="run", disable=not progress, dynamic_ncols=True)
     runner = _GridRunner(model, cfg, settings, cost_model, bar)
     runner.plain(prompt_ids[0], min(16, cfg.max_new_tokens))                   # warm-up, not timed
@@ -326,11 +390,22 @@ def _grid_payload(model, model_name, cfg, source, prompt_info, ratio_rows, cells
                      "timing": "wall clock of whole calls (prefill included) / new tokens",
                      "adaptive_policy": {k: getattr(adaptive, k) for k in ("beta1", "target", "epsilon", "beta2")}},
         "prompts": prompt_info,
+        "noise": _noise_summary(ratio_rows, cells),
         "ratios": [{k: _rounded(v) for k, v in r.items()} for r in ratio_rows],
         "cost_model": cost_model.to_dict() if cost_model is not None else None,
         "columns": list(cells[0]),
         "cells": [{k: _rounded(v) for k, v in c.items()} for c in cells],
     }
+
+
+def _noise_summary(ratio_rows: list[dict], cells: list[dict]) -> dict:
+    """How noisy the grid is: the median relative min-max width of a cell's speedup over repetitions, and how
+    far the blocks' plain baselines are apart (machine drift over the run)."""
+    widths = [(c["speedup_max"] - c["speedup_min"]) / c["speedup"] for c in cells
+              if c["speedup"] and not math.isnan(c["speedup"])]
+    baselines = [r["plain_ms_per_token"] for r in ratio_rows]
+    return {"median_relative_spread": statistics.median(widths) if widths else None,
+            "baseline_ms_min": min(baselines), "baseline_ms_max": max(baselines)}
 
 
 def save_grid(grid: dict, path) -> Path:
@@ -352,6 +427,9 @@ def load_grid(model: str = "default", playground_dir=None, *, path=None) -> "Pla
             f"`{regenerate_command(model)}` (about 5-10 minutes on 2 CPU cores; needs the model in data/models "
             f"and its search results in data/search)")
     data = json.loads(path.read_text())
+    if data.get("format") == "labkit.playground/1":
+        raise ValueError(f"{path} was written by an older labkit (format 1: one run per cell, no noise "
+                         f"estimate); regenerate it with `{regenerate_command(model)}`")
     if data.get("format") != FORMAT:
         raise ValueError(f"{path} is not a playground grid (format {data.get('format')!r}, expected {FORMAT!r}); "
                          f"regenerate it with `{regenerate_command(model)}`")
@@ -365,8 +443,9 @@ def _nan(v) -> float:
 class PlaygroundGrid:
     """A loaded grid with O(1) look-ups by :class:`Setting`."""
 
-    METRICS = ("acceptance_rate", "tokens_per_step", "drafted_per_step", "speedup", "analytic_speedup", "c",
-               "c_v", "c_forward", "analytic_speedup_forward", "ms_per_token", "plain_ms_per_token",
+    METRICS = ("acceptance_rate", "tokens_per_step", "drafted_per_step", "speedup", "speedup_min", "speedup_max",
+               "analytic_speedup", "c",
+               "c_v", "c_forward", "c_v_forward", "analytic_speedup_forward", "ms_per_token", "plain_ms_per_token",
                "mean_threshold", "final_threshold")
 
     def __init__(self, data: dict, name: str | None = None, path=None):
@@ -425,6 +504,10 @@ class PlaygroundGrid:
     def skip_set(self, ratio: float) -> SkipSet:
         return SkipSet.from_dict(self.ratio_entry(ratio)["skip"])
 
+    def values(self, metric: str) -> np.ndarray:
+        """Every cell's ``metric`` as an array [ratio, threshold, max draft, policy] (NaN where not measured)."""
+        return self._arrays[metric]
+
     def vs_ratio(self, metric: str, setting: Setting) -> np.ndarray:
         _, ti, ki, pi = self._index
         return self._arrays[metric][:, ti[setting.threshold], ki[setting.max_draft], pi[setting.policy]]
@@ -434,10 +517,19 @@ class PlaygroundGrid:
         return self._arrays[metric][ri[setting.ratio], :, ki[setting.max_draft], pi[setting.policy]]
 
     def best(self) -> tuple[Setting, dict]:
-        """The cell with the highest measured speedup."""
+        """The cell with the highest measured speedup (median over repetitions)."""
         key, cell = max(self._cells.items(), key=lambda kv: -math.inf if kv[1].get("speedup") is None
                         else kv[1]["speedup"])
         return Setting(*key), cell
+
+    def within_noise(self, setting: Setting) -> list[Setting]:
+        """The other cells that the noise cannot tell apart from ``setting``: their min-max speedup range
+        over repetitions overlaps its range."""
+        cell = self.cell(setting)
+        lo, hi = _nan(cell.get("speedup_min")), _nan(cell.get("speedup_max"))
+        return [Setting(*key) for key, c in self._cells.items()
+                if Setting(*key) != setting and c.get("speedup_max") is not None
+                and c["speedup_max"] >= lo and c["speedup_min"] <= hi]
 
     def to_frame(self):
         import pandas as pd
@@ -445,7 +537,8 @@ class PlaygroundGrid:
         return pd.DataFrame(self.data["cells"])
 
     RATIO_COLUMNS = ("ratio", "acceptance_rate", "tokens_per_step", "drafted_per_step", "ms_per_token",
-                     "plain_ms_per_token", "speedup", "analytic_speedup", "c", "c_v", "analytic_speedup_forward")
+                     "plain_ms_per_token", "speedup", "speedup_min", "speedup_max", "analytic_speedup", "c", "c_v",
+                     "analytic_speedup_forward")
 
     def ratio_frame(self, setting: Setting):
         """One row per skip set: the cells at ``setting``'s policy, threshold and max draft, by skip ratio."""
@@ -455,18 +548,25 @@ class PlaygroundGrid:
         return rows[list(self.RATIO_COLUMNS)].sort_values("ratio").reset_index(drop=True)
 
     def describe(self) -> str:
-        d = self.data
+        d, noise = self.data, self.data["noise"]
         return (f"grid of {self.name!r}: {len(self.ratios)} skip ratios x {len(self.thresholds)} thresholds x "
                 f"{len(self.max_drafts)} max drafts x {len(self.policies)} policies = {len(self)} cells; "
-                f"{d['settings']['n_prompts']} prompts x {d['settings']['max_new_tokens']} tokens; measured "
-                f"{d['created_at']} on {d['machine'].get('processor', '?')} ({d['machine'].get('torch_threads')} "
-                f"thread(s)) in {d['seconds']:.0f} s by `{d['command']}`")
+                f"{d['settings']['n_prompts']} prompts x {d['settings']['max_new_tokens']} tokens x "
+                f"{d['settings']['repeats']} repetitions; measured {d['created_at']} on "
+                f"{d['machine'].get('processor', '?')} ({d['machine'].get('torch_threads')} thread(s)) in "
+                f"{d['seconds']:.0f} s by `{d['command']}`; a cell's speedup varies by "
+                f"{100 * noise['median_relative_spread']:.0f} % (median min-max width over repetitions); the plain "
+                f"loop's median per skip set ranged {noise['baseline_ms_min']:.2f}-{noise['baseline_ms_max']:.2f} "
+                f"ms/token (the machine's drift over the run)")
 
 
 def measure_live(model, tokenizer, skip: SkipSet, setting: Setting, prompt_texts: Sequence[str], *,
                  max_new_tokens: int = 48, cost_model=None) -> dict:
     """Re-measure one setting on this machine: for each prompt the plain loop, the speculative run,
-    the plain loop again (interleaved, after one untimed warm-up of each); greedy, EOS ignored."""
+    the plain loop again (interleaved, after one untimed warm-up of each); greedy, EOS ignored.
+
+    The speedup uses the mean of the two plain runs of each prompt; ``speedup_min`` / ``speedup_max`` use
+    the faster and the slower of them: how much the answer moves with the plain loop's own noise."""
     t0 = time.perf_counter()
     ids_list = [tokenizer(t, return_tensors="pt", add_special_tokens=False)["input_ids"] for t in prompt_texts]
     policy = make_policy(setting.policy, setting.threshold, setting.max_draft)
@@ -476,17 +576,18 @@ def measure_live(model, tokenizer, skip: SkipSet, setting: Setting, prompt_texts
                                                                            setting.max_draft),
                          max_new_tokens=warm, eos_token_id=[])
     st = _CellStats()
-    plain_s, plain_n = 0.0, 0
+    plain_pairs = []
     for ids in ids_list:
         before = autoregressive_generate(model, ids, max_new_tokens, eos_token_id=[])
         st.add(speculative_generate(model, ids, skip=skip, policy=policy, max_new_tokens=max_new_tokens,
-                                    eos_token_id=[]), before.sequences, cost_model)
+                                    eos_token_id=[]), before.sequences, cost_model, plain_ms=before.ms_per_token)
         after = autoregressive_generate(model, ids, max_new_tokens, eos_token_id=[])
-        plain_s += before.elapsed_s + after.elapsed_s
-        plain_n += 2 * max_new_tokens
-    plain_ms = 1e3 * plain_s / plain_n
+        plain_pairs.append((before.ms_per_token, after.ms_per_token))
     c_forward = cost_model.draft_cost_ratio(skip) if cost_model is not None else None
-    row = _cell_row(setting, st, plain_ms, c_forward, cost_model)
+    st.plain_ms_by_prompt = [statistics.fmean(pair) for pair in plain_pairs]
+    row = _cell_row(setting, [st], c_forward, cost_model)
+    row["speedup_min"] = _timing(st, [min(pair) for pair in plain_pairs])["speedup"]
+    row["speedup_max"] = _timing(st, [max(pair) for pair in plain_pairs])["speedup"]
     row["n_prompts"], row["max_new_tokens"] = len(ids_list), max_new_tokens
     row["seconds"] = time.perf_counter() - t0
     row["measured_at"] = time.strftime("%Y-%m-%dT%H:%M:%S")
@@ -509,8 +610,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--prompt-seed", type=int, default=0)
     p.add_argument("--seed", type=int, default=0, help="order of the cells inside a block")
     p.add_argument("--max-ratio", type=float, default=1.0, help="leave out searched skip sets above this ratio")
+    p.add_argument("--showcase-model", default=GridConfig.showcase_model,
+                   help="the first prompt is this model's showcase prompt (novel text); 'none': benchmark order only")
+    p.add_argument("--repeats", type=int, default=GridConfig.repeats,
+                   help="runs of every cell (the min-max over them is the noise shown as error bars)")
     p.add_argument("--plain-every", type=int, default=GridConfig.plain_every,
-                   help="a plain-loop run after every this many speculative runs (the cells' baselines)")
+                   help="a plain-loop run after every this many speculative runs (a chunk's baseline)")
     p.add_argument("--cost-model-repeats", type=int, default=GridConfig.cost_model_repeats,
                    help="repeats of the cost-model timings (0: analytic limit from the trace timings)")
     p.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
@@ -524,7 +629,8 @@ def main(argv: Sequence[str] | None = None) -> Path:
 
     cfg = GridConfig(thresholds=tuple(args.thresholds), max_drafts=tuple(args.max_drafts),
                      policies=tuple(args.policies), n_prompts=args.n_prompts, max_new_tokens=args.max_new_tokens,
-                     prompt_seed=args.prompt_seed, seed=args.seed, plain_every=args.plain_every,
+                     prompt_seed=args.prompt_seed, seed=args.seed, plain_every=args.plain_every, repeats=args.repeats,
+                     showcase_model=None if args.showcase_model in (None, "none") else args.showcase_model,
                      max_ratio=args.max_ratio,
                      cost_model_repeats=args.cost_model_repeats)
     model, tokenizer = load_model(args.model)
@@ -536,7 +642,9 @@ def main(argv: Sequence[str] | None = None) -> Path:
     best_setting, best = g.best()
     print(g.describe())
     print(f"best cell: {best_setting.describe()}: speedup {best['speedup']:.2f}x "
-          f"(analytic {best.get('analytic_speedup') or float('nan'):.2f}x)")
+          f"(min-max {best['speedup_min']:.2f}-{best['speedup_max']:.2f}; analytic "
+          f"{best.get('analytic_speedup') or float('nan'):.2f}x); {len(g.within_noise(best_setting))} other cells "
+          f"within its noise")
     print(f"saved {out} ({grid['seconds']:.0f} s)")
     return out
 

@@ -39,7 +39,7 @@ __all__ = [
     "forrester", "branin", "fit_gp", "expected_improvement", "lower_confidence_bound",
     "BOHistory", "run_bo_1d", "best_so_far_1d", "acquisition_comparison", "exploration_table",
     "optuna_best_so_far", "sampler_comparison", "ToySkipProblem", "make_toy_skip_problem",
-    "suggest_skip_mask", "ard_relevance", "ard_hit_rate",
+    "suggest_skip_mask", "ard_relevance", "ard_hit_rate", "declaration_comparison",
 ]
 
 FORRESTER_X_MIN = 0.7572487585232999      # argmin on [0, 1] (0.7572 to 4 digits)
@@ -240,15 +240,18 @@ def acquisition_comparison(acquisitions: Sequence[str] = ("EI", "LCB", "random")
 def exploration_table(n_iter: int = 15, seed: int = 0, xis: Sequence[float] = (0.0, 0.01, 0.1, 1.0),
                       kappas: Sequence[float] = (0.0, 2.0, 4.0), n_init: int = 3):
     """One row per setting (EI with each xi, LCB with each kappa) on the same initial design:
-    best f found, its gap to the known minimum, and the points chosen, as a pandas DataFrame."""
+    best f found, its gap to the known minimum, the first BO step (1-based) whose point lies within 0.05 of
+    the global minimum (None: never), and the points chosen, as a pandas DataFrame."""
     import pandas as pd
 
     settings = [("EI", "ξ", xi, dict(xi=xi)) for xi in xis] + [("LCB", "κ", k, dict(kappa=k)) for k in kappas]
     rows = []
     for acquisition, symbol, value, knob in settings:
         h = run_bo_1d(acquisition, n_iter, seed=seed, n_init=n_init, **knob)
+        inside = np.flatnonzero(np.abs(h.next_x - FORRESTER_X_MIN) < 0.05)
         rows.append({"acquisition": acquisition, "setting": f"{symbol} = {value:g}", "best f found": h.best_y,
                      "gap to minimum": h.gap, "found the global basin": abs(h.best_x - FORRESTER_X_MIN) < 0.05,
+                     "first BO step in the global basin": int(inside[0]) + 1 if len(inside) else None,
                      "points chosen": " ".join(f"{x:.2f}" for x in h.next_x)})
     return pd.DataFrame(rows)
 
@@ -300,21 +303,31 @@ class ToySkipProblem:
     """A made-up cost model with the shape of the real skip-set objective (not measured).
 
     z has 2L entries in :class:`labkit.core.skip.SkipSet` mask order (0..L-1: attention of layer l,
-    L..2L-1: MLP of layer l); z_b = 1 skips block b in the draft. With block costs c_b (ms),
-    per-block damages d_b >= 0 and k drafted tokens per step:
+    L..2L-1: MLP of layer l); z_b = 1 skips block b in the draft. With block costs c_b (ms), a fixed
+    cost per forward F (embedding, LM head, framework), an extra verify cost v per drafted token, per-block
+    damages d_b >= 0 and γ drafted tokens per step (notation: docs/notation.md):
 
-    * draft ms  = k * sum_b c_b (1 - z_b)         (the draft runs the kept blocks k times)
-    * verify ms = sum_b c_b                       (one full forward checks all k tokens)
-    * acceptance alpha = exp(-sum_b d_b z_b); accepted = alpha + alpha^2 + ... + alpha^k
+    * plain decoding: full ms = F + sum_b c_b per token
+    * draft ms  = γ (F + sum_b c_b (1 - z_b))     (the draft runs the kept blocks γ times)
+    * verify ms = full ms + γ v                   (one forward checks all γ tokens)
+    * per-token acceptance probability α = exp(-sum_b d_b z_b); accepted = α + α^2 + ... + α^γ
     * f(z) = (draft ms + verify ms) / (accepted + 1)    in ms per emitted token
 
-    Skipping nothing gives alpha = 1 and f = full forward ms; skipping everything gives
-    alpha ~ 0 and the same f: both ends are plain decoding, the gain lies in between.
+    Skipping nothing (α = 1) costs γ full drafts plus a verify for γ + 1 tokens: slower than plain decoding
+    by γ v / (γ + 1). Skipping everything (α ≈ 0) still pays γ F and a verify for one token: slower too.
+    With F = v = 0 both ends are exactly plain decoding. The gain lies in between.
     """
 
     block_ms: np.ndarray     # (2L,) c_b
     damage: np.ndarray       # (2L,) d_b
-    n_draft: int = 4
+    n_draft: int = 4         # γ
+    fixed_ms: float = 0.0    # F
+    verify_token_ms: float = 0.0   # v
+
+    @property
+    def full_ms(self) -> float:
+        """Plain decoding's ms per token: one full forward."""
+        return float(self.fixed_ms + self.block_ms.sum())
 
     @property
     def n_layers(self) -> int:
@@ -327,8 +340,8 @@ class ToySkipProblem:
     def ms_per_token(self, z) -> np.ndarray:
         """f(z) for one mask (2L,) or a batch (n, 2L); returns ms per token."""
         z = np.asarray(z, dtype=float)
-        draft_ms = self.n_draft * ((1.0 - z) @ self.block_ms)
-        verify_ms = self.block_ms.sum()
+        draft_ms = self.n_draft * (self.fixed_ms + (1.0 - z) @ self.block_ms)
+        verify_ms = self.full_ms + self.n_draft * self.verify_token_ms
         alpha = np.exp(-(z @ self.damage))
         accepted = sum(alpha ** j for j in range(1, self.n_draft + 1))
         return (draft_ms + verify_ms) / (accepted + 1.0)
@@ -342,10 +355,12 @@ class ToySkipProblem:
         return float(values[best]), masks[best].astype(bool)
 
 
-def make_toy_skip_problem(n_layers: int = 8, seed: int = 0, n_draft: int = 4) -> ToySkipProblem:
+def make_toy_skip_problem(n_layers: int = 8, seed: int = 0, n_draft: int = 4, fixed_ms: float = 1.0,
+                          verify_token_ms: float = 0.3) -> ToySkipProblem:
     """A toy problem in which a few blocks matter much more than the rest: the first and last
     layers and two random MLPs carry large damages, most attention blocks nearly none (the
-    pattern layer-skipping papers report). Costs: attention 0.4-0.6 ms, MLP 0.7-0.9 ms."""
+    pattern layer-skipping papers report). Costs (made up): attention 0.4-0.6 ms, MLP 0.7-0.9 ms,
+    1 ms fixed per forward, 0.3 ms of verify per drafted token."""
     if n_layers < 4:
         raise ValueError(f"the toy needs n_layers >= 4 (first, last and two middle layers), got {n_layers}")
     rng = np.random.default_rng(seed)
@@ -354,14 +369,15 @@ def make_toy_skip_problem(n_layers: int = 8, seed: int = 0, n_draft: int = 4) ->
     damage = np.concatenate([rng.uniform(0.0, 0.01, L), rng.uniform(0.02, 0.06, L)])
     important = [0, L - 1, L, 2 * L - 1, *(L + rng.choice(np.arange(1, L - 1), 2, replace=False))]
     damage[important] = rng.uniform(1.0, 2.5, len(important))
-    return ToySkipProblem(block_ms, damage, n_draft)
+    return ToySkipProblem(block_ms, damage, n_draft, fixed_ms, verify_token_ms)
 
 
 def suggest_skip_mask(trial, n_layers: int) -> list[bool]:
     """2L skip decisions for one Optuna trial, in SkipSet mask order (attn_0..attn_{L-1},
     mlp_0..mlp_{L-1}); each is ``suggest_int(name, 0, 1)``, which GPSampler fits with its own
-    ARD length-scale. Not ``suggest_categorical``: in this lab's first search (2L = 80) that
-    cost 5-36 s per trial and got stuck proposing 'skip all'.
+    ARD length-scale (Optuna 5 does so for categoricals too). Not ``suggest_categorical``: this lab's
+    first search (2L = 80) cost 5-36 s per trial with it and got stuck proposing 'skip all', and on the
+    toy it did worse (docs/decisions.md).
     """
     attention = [trial.suggest_int(f"attn_{l}", 0, 1) for l in range(n_layers)]
     mlp = [trial.suggest_int(f"mlp_{l}", 0, 1) for l in range(n_layers)]
@@ -386,3 +402,27 @@ def ard_hit_rate(relevance: dict[str, np.ndarray], important_damage: float = 0.5
     important = relevance["damage"] >= important_damage
     shortest = np.argsort(relevance["length_scale"])[: int(important.sum())]
     return float(important[shortest].mean())
+
+
+def declaration_comparison(problem: ToySkipProblem, n_trials: int = 40, seeds: Sequence[int] = (0, 1, 2)) -> dict:
+    """GPSampler on the toy with the 2L skip variables declared ``suggest_int(name, 0, 1)`` or
+    ``suggest_categorical(name, [0, 1])``: {declaration: {"best": [per seed], "s_per_trial": float}}."""
+    n = len(problem.block_ms)
+
+    def objective(kind):
+        def f(trial):
+            if kind == "int":
+                z = [trial.suggest_int(f"z{b}", 0, 1) for b in range(n)]
+            else:
+                z = [trial.suggest_categorical(f"z{b}", [0, 1]) for b in range(n)]
+            return float(problem.ms_per_token(np.array(z, dtype=float)))
+        return f
+
+    out = {}
+    for kind in ("int", "categorical"):
+        t0, best = time.perf_counter(), []
+        for seed in seeds:
+            study = _run_study(_make_sampler("GPSampler", seed), objective(kind), n_trials)
+            best.append(study.best_value)
+        out[kind] = {"best": best, "s_per_trial": (time.perf_counter() - t0) / (n_trials * len(seeds))}
+    return out

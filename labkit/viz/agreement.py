@@ -100,7 +100,7 @@ def redundancy_figure(paths: Mapping[str, Sequence], n_layers: int, *, band: tup
     fig.update_layout(
         title=title or "How much of the model can a draft drop? Best set found at each size (greedy elimination)",
         xaxis_title=f"blocks skipped (of {blocks}: {n_layers} attention + {n_layers} MLP)",
-        yaxis_title="agreement with the full model (top-1, teacher-forced)",
+        yaxis_title="agreement (top-1, teacher-forced: estimates α)",
         yaxis_range=[0, 1.04], legend=dict(yanchor="bottom", y=0.02, x=0.02, bgcolor="rgba(255,255,255,0.8)"),
         height=500,
     )

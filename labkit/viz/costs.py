@@ -140,7 +140,7 @@ def predicted_cost_figure(cost_model, paths: Mapping[str, Sequence], *, alphas: 
                              name=f"plain decoding: {cm.full_step_ms:.2f} ms/token (one full step)",
                              hovertemplate="plain decoding: %{y:.2f} ms/token<extra></extra>"))
     fig.update_layout(
-        title=title or ("Predicted cost per token, f = (γ·draft ms + verify ms[γ]) / E[tokens per step]<br>"
+        title=title or ("Predicted cost per token, f(z) = (γ·draft ms + verify ms[γ]) / E(α, γ)<br>"
                         "<sup>along the greedy-elimination paths; γ = the best draft length for each α</sup>"),
         xaxis_title=f"blocks skipped (of {2 * L})", yaxis_title=f"predicted {UNIT} (lower is better)",
         legend=dict(yanchor="bottom", y=0.02, x=0.01, xanchor="left", bgcolor="rgba(255,255,255,0.85)"),

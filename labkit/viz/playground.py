@@ -1,7 +1,9 @@
-"""The playground's figures: acceptance, tokens per step and speedup against the skip ratio and the threshold.
+"""The playground's figures: accepted / drafted, tokens per step and speedup against the skip ratio and the
+threshold (notation: docs/notation.md).
 
 Each builder reads a :class:`~labkit.measure.grid.PlaygroundGrid` (measured beforehand) and returns a figure;
-:func:`panel_xy` gives the x/y of every trace for a setting, so a widget can update the figure in place.
+:func:`panel_xy` gives the x/y of every trace for a setting and :func:`panel_errors` the speedup's min-max over
+repetitions (error bars), so a widget can update the figure in place.
 """
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ from plotly.subplots import make_subplots
 from ..measure.grid import PlaygroundGrid, Setting
 from .style import MODEL_COLORS, PALETTE
 
-__all__ = ["PANELS", "panel_xy", "playground_figure", "heatmap_figure", "model_comparison_figure", "figure_title",
+__all__ = ["PANELS", "panel_xy", "panel_errors", "playground_figure", "heatmap_figure", "model_comparison_figure", "figure_title",
            "axis_ranges", "fmt"]
 
 
@@ -30,17 +32,17 @@ def _nan(v) -> float:
 
 
 # (metric, legend name of the measured line, subplot title, y-axis title, colour)
-PANELS = (("acceptance_rate", "acceptance rate α, measured (grid)", "α and draft cost c",
-           "α (accepted / drafted), c (ratio)", PALETTE["acceptance"]),
-          ("tokens_per_step", "tokens per step, measured (grid)", "tokens per step",
+PANELS = (("acceptance_rate", "accepted / drafted, measured (grid)", "accepted / drafted and draft cost c",
+           "accepted / drafted; c (× plain step)", PALETTE["acceptance"]),
+          ("tokens_per_step", "tokens per step A + 1, measured (grid)", "tokens per step",
            "tokens per step (tokens)", PALETTE["tokens_per_step"]),
-          ("speedup", "speedup, measured (grid)", "speedup",
+          ("speedup", "speedup, measured (grid; bars: min–max of the repetitions)", "speedup",
            "speedup (× vs plain loop)", PALETTE["speedup"]))
 
 
-AUX = {"acceptance_rate": ("c", "draft cost ratio c (draft / full step)"),
-       "tokens_per_step": ("drafted_per_step", "drafted tokens per step d"),
-       "speedup": ("analytic_speedup", "analytic limit (A+1)/(d·c+c_v)")}
+AUX = {"acceptance_rate": ("c", "draft cost c (one drafted token / plain step)"),
+       "tokens_per_step": ("drafted_per_step", "drafted per step d"),
+       "speedup": ("analytic_speedup", "analytic limit (A + 1) / (d·c + c_v)")}
 
 
 # trace order in every panel: measured line, auxiliary line, current setting, live runs
@@ -75,14 +77,28 @@ def panel_xy(grid: PlaygroundGrid, setting: Setting, live: Sequence[dict] = ()) 
     return out
 
 
+def _error_bars(grid: PlaygroundGrid, setting: Setting, free: str) -> tuple[list, list]:
+    """(plus, minus) of the measured speedup along ``free`` ('ratio' or 'threshold'): min-max over repetitions."""
+    get = grid.vs_ratio if free == "ratio" else grid.vs_threshold
+    y, lo, hi = (get(m, setting) for m in ("speedup", "speedup_min", "speedup_max"))
+    return np.nan_to_num(hi - y).tolist(), np.nan_to_num(y - lo).tolist()
+
+
+def panel_errors(grid: PlaygroundGrid, setting: Setting) -> dict[int, tuple[list, list]]:
+    """Error bars (plus, minus) of the measured speedup traces of :func:`playground_figure`, by trace index."""
+    return {_trace_index(row, 2, 0): _error_bars(grid, setting, free)
+            for row, free in enumerate(("ratio", "threshold"))}
+
+
 def figure_title(grid: PlaygroundGrid, setting: Setting) -> str:
     cell = grid.cell(setting)
-    return (f"{grid.name}: {setting.describe()} → speedup {fmt(cell['speedup'])}× measured, "
-            f"{fmt(cell.get('analytic_speedup'))}× analytic")
+    return (f"{grid.name}: {setting.describe()} → speedup {fmt(cell['speedup'])}× measured "
+            f"({fmt(cell.get('speedup_min'))}–{fmt(cell.get('speedup_max'))}), {fmt(cell.get('analytic_speedup'))}× "
+            f"analytic limit")
 
 
 def axis_ranges(grid: PlaygroundGrid) -> dict:
-    sp = np.nanmax([grid._arrays["speedup"], grid._arrays["analytic_speedup"]])
+    sp = np.nanmax([grid._arrays["speedup_max"], grid._arrays["analytic_speedup"]])
     tps = np.nanmax([grid._arrays["tokens_per_step"], grid._arrays["drafted_per_step"]])
     c = np.nanmax(grid._arrays["c"]) if not np.all(np.isnan(grid._arrays["c"])) else 1.0
     return {"acceptance_rate": [0, max(1.05, 1.05 * float(c))], "tokens_per_step": [0, max(2.0, 1.08 * float(tps))],
@@ -90,11 +106,11 @@ def axis_ranges(grid: PlaygroundGrid) -> dict:
 
 
 def playground_figure(grid: PlaygroundGrid, setting: Setting | None = None, live: Sequence[dict] = ()) -> go.Figure:
-    """Acceptance, tokens per step and speedup against the skip ratio (top) and the threshold (bottom),
-    the other knobs fixed at ``setting``, with the current setting starred, the analytic limit dashed
-    and live runs as diamonds."""
+    """accepted / drafted, tokens per step and speedup against the skip ratio (top) and the threshold
+    (bottom), the other knobs fixed at ``setting``, with the current setting starred, the speedup's min-max
+    over repetitions as error bars, the analytic limit dashed and live runs as diamonds."""
     setting = setting or grid.nearest()
-    xy = panel_xy(grid, setting, live)
+    xy, errors = panel_xy(grid, setting, live), panel_errors(grid, setting)
     fig = make_subplots(rows=2, cols=3, horizontal_spacing=0.07, vertical_spacing=0.17,
                         subplot_titles=[f"{title} vs skip ratio" for _, _, title, _, _ in PANELS]
                         + [f"{title} vs threshold" for _, _, title, _, _ in PANELS])
@@ -117,7 +133,11 @@ def playground_figure(grid: PlaygroundGrid, setting: Setting | None = None, live
             ]
             for kind, trace in enumerate(traces):
                 x, y = xy[_trace_index(row, col, kind)]
-                trace.x, trace.y = x, y
+                trace.x, trace.y = np.asarray(x, float).tolist(), np.asarray(y, float).tolist()   # lists: widget-safe
+                if _trace_index(row, col, kind) in errors:
+                    plus, minus = errors[_trace_index(row, col, kind)]
+                    trace.error_y = dict(type="data", array=plus, arrayminus=minus, visible=True, thickness=1.5,
+                                         width=4, color=color)
                 fig.add_trace(trace, row=row + 1, col=col + 1)
             if metric == "speedup":
                 fig.add_hline(y=1.0, line=dict(color="black", width=1, dash="dot"), row=row + 1, col=col + 1,
@@ -138,37 +158,54 @@ def playground_figure(grid: PlaygroundGrid, setting: Setting | None = None, live
     return fig
 
 
+def _slice(grid: PlaygroundGrid, s: Setting, metric: str) -> np.ndarray:
+    return np.stack([grid.vs_ratio(metric, replace(s, threshold=t)) for t in grid.thresholds])   # (T, R)
+
+
 def heatmap_figure(grid: PlaygroundGrid, policy: str | None = None, max_draft: int | None = None) -> go.Figure:
-    """Measured speedup over skip ratio × threshold for one policy and max draft; the best cell ringed."""
+    """Measured speedup over skip ratio × threshold for one policy and max draft: the slice's best cell boxed,
+    the cells whose min-max range over repetitions overlaps the best's ringed (the noise cannot rank them)."""
     s = grid.nearest(max_draft=max_draft, policy=policy)
-    z = np.stack([grid.vs_ratio("speedup", replace(s, threshold=t)) for t in grid.thresholds])   # (T, R)
+    z, lo, hi = (_slice(grid, s, m) for m in ("speedup", "speedup_min", "speedup_max"))
     text = [[fmt(v) for v in row] for row in z]
     fig = go.Figure(go.Heatmap(
         z=z, x=[f"{r:.3f}" for r in grid.ratios], y=[f"{t:g}" for t in grid.thresholds], text=text,
-        texttemplate="%{text}", colorscale="RdBu", zmid=1.0, colorbar=dict(title="speedup (×)"),
-        hovertemplate="skip ratio %{x}, threshold %{y}: %{z:.2f}×<extra></extra>"))
+        customdata=np.dstack([lo, hi]), texttemplate="%{text}", colorscale="RdBu", zmid=1.0,
+        colorbar=dict(title="speedup (×)"),
+        hovertemplate="skip ratio %{x}, threshold %{y}: %{z:.2f}× (min–max %{customdata[0]:.2f}–"
+                      "%{customdata[1]:.2f})<extra></extra>"))
     ti, ri = np.unravel_index(int(np.nanargmax(z)), z.shape)
+    near = [(t, r) for t in range(z.shape[0]) for r in range(z.shape[1])
+            if (t, r) != (ti, ri) and hi[t, r] >= lo[ti, ri] and lo[t, r] <= hi[ti, ri]]
+    fig.add_trace(go.Scatter(x=[f"{grid.ratios[r]:.3f}" for _, r in near], y=[f"{grid.thresholds[t]:g}" for t, _ in near],
+                             mode="markers", name="within the noise of the best",
+                             marker=dict(symbol="circle-open", size=30, color=PALETTE["noise"], line=dict(width=2.5))))
     fig.add_trace(go.Scatter(x=[f"{grid.ratios[ri]:.3f}"], y=[f"{grid.thresholds[ti]:g}"], mode="markers",
-                             name="best on this slice", marker=dict(symbol="square-open", size=38, color="black",
-                                                                    line=dict(width=3))))
+                             name="best on this slice (median of the repetitions)",
+                             marker=dict(symbol="square-open", size=38, color="black", line=dict(width=3))))
     fig.update_layout(title=f"{grid.name}: measured speedup, {s.policy} policy, max draft {s.max_draft} "
-                            f"(blue > 1 > red)", template="plotly_white", height=430,
+                            f"(blue > 1 > red; box: best, rings: within its noise)", template="plotly_white",
+                      height=430,
                       xaxis_title="skip ratio (fraction of the 2L blocks skipped)",
                       yaxis_title="draft-exit threshold (unitless)", showlegend=False)
     return fig
 
 
 def model_comparison_figure(grids: dict[str, PlaygroundGrid], setting: Setting | None = None) -> go.Figure:
-    """Acceptance and speedup vs skip ratio for several models on the same policy slice."""
+    """accepted / drafted and speedup (min-max bars) vs skip ratio for several models on the same policy slice."""
     fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.1,
-                        subplot_titles=("acceptance rate α vs skip ratio", "speedup vs skip ratio"))
+                        subplot_titles=("accepted / drafted vs skip ratio", "speedup vs skip ratio"))
     first = next(iter(grids.values()))
     s0 = setting or first.nearest()
     for i, (name, g) in enumerate(grids.items()):
         s = g.nearest(threshold=s0.threshold, max_draft=s0.max_draft, policy=s0.policy)
         for col, metric in enumerate(("acceptance_rate", "speedup")):
+            bars = None
+            if metric == "speedup":
+                plus, minus = _error_bars(g, s, "ratio")
+                bars = dict(type="data", array=plus, arrayminus=minus, thickness=1.5, width=4)
             fig.add_trace(go.Scatter(x=g.ratios, y=g.vs_ratio(metric, s), name=f"{name}: measured",
-                                     legendgroup=name, showlegend=col == 0, mode="lines+markers",
+                                     legendgroup=name, showlegend=col == 0, mode="lines+markers", error_y=bars,
                                      line=dict(color=MODEL_COLORS[i % len(MODEL_COLORS)], width=2.5)), row=1, col=col + 1)
         fig.add_trace(go.Scatter(x=g.ratios, y=g.vs_ratio("analytic_speedup", s), name=f"{name}: analytic limit",
                                  legendgroup=name, mode="lines",
@@ -176,7 +213,7 @@ def model_comparison_figure(grids: dict[str, PlaygroundGrid], setting: Setting |
                       row=1, col=2)
     fig.add_hline(y=1.0, line=dict(color="black", width=1, dash="dot"), row=1, col=2,
                   annotation_text="plain decoding", annotation_position="bottom right")
-    fig.update_yaxes(title_text="acceptance rate α (accepted / drafted)", range=[0, 1.05], row=1, col=1)
+    fig.update_yaxes(title_text="accepted / drafted", range=[0, 1.05], row=1, col=1)
     fig.update_yaxes(title_text="speedup (× vs plain loop)", rangemode="tozero", row=1, col=2)
     fig.update_xaxes(title_text="skip ratio (fraction of the 2L blocks skipped)")
     fig.update_layout(title=f"{' vs '.join(grids)}: same decoding settings ({s0.policy} policy, threshold "

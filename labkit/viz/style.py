@@ -31,6 +31,7 @@ PALETTE = {
     "target": "#2166ac", "draft": "#e08214", "residual": "#762a83",
     # a slot of a Jacobi iteration (notebook 06): proven in an earlier iteration / proven now / changed / unchanged
     "final": "#d9d9d9", "fixed_now": "#2ca25f", "changed": "#de2d26", "unchanged": "#c7e9c0",
+    "noise": "#e6ab02",           # gold: cells the noise cannot tell apart from the best
     # kinds of decoding method
     "baseline": "#9e9e9e", "labkit": "#2e7d32", "transformers": "#1565c0",
     # families of drafters (notebook 08)

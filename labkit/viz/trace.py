@@ -98,13 +98,13 @@ def _smoothed_rate(trace: Trace) -> tuple[list, str]:
     """The acceptance rate the policy saw at each step (AdaptiveThreshold's smoothed rate), else the cumulative one."""
     smoothed = [s.policy_state.get("acceptance_rate") for s in trace.steps]
     if all(v is not None for v in smoothed):
-        return smoothed, "smoothed acceptance rate (what the policy sees)"
+        return smoothed, "AR: smoothed accepted / drafted (what the policy sees)"
     acc = drafted = 0
     out = []
     for s in trace.steps:
         acc, drafted = acc + s.n_accepted, drafted + s.n_drafted
         out.append(acc / drafted if drafted else None)
-    return out, "acceptance rate so far (cumulative)"
+    return out, "accepted / drafted so far (cumulative)"
 
 
 def _below_target_runs(rates: list, target: float) -> list[list[int]]:
@@ -123,7 +123,7 @@ def _below_target_runs(rates: list, target: float) -> list[list[int]]:
 def _add_target(fig, steps: list[int], rates: list, target: float) -> None:
     """The target rate as a dashed line, and shading (through both rows) where the rate was below it."""
     fig.add_trace(go.Scatter(x=[steps[0] - 0.5, steps[-1] + 0.5] if steps else [], y=[target, target], mode="lines",
-                             name=f"target acceptance {target:g}", hoverinfo="skip",
+                             name=f"target AR {target:g} (smoothed accepted / drafted)", hoverinfo="skip",
                              line=dict(color=KIND_COLORS["accepted"], dash="dash", width=1.5)),
                   row=1, col=1, secondary_y=False)
     runs = _below_target_runs(rates, target)
@@ -132,7 +132,7 @@ def _add_target(fig, steps: list[int], rates: list, target: float) -> None:
                       fillcolor="rgba(222,45,38,0.08)", line_width=0)
     if runs:
         fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", hoverinfo="skip",
-                                 name="below target: threshold rises next step",
+                                 name="AR below target: threshold rises next step",
                                  marker=dict(symbol="square", size=12, color="rgba(222,45,38,0.18)")),
                       row=1, col=1, secondary_y=False)
 
@@ -155,10 +155,10 @@ def threshold_trajectory_figure(trace, *, target: float | None = None, width: in
                         row_heights=[0.6, 0.4] if has_threshold else None,
                         specs=[[{"secondary_y": True}]] + ([[{}]] if has_threshold else []))
     drafted = [s.n_drafted for s in trace.steps]
-    fig.add_trace(go.Bar(x=steps, y=drafted, name="tokens drafted in the step", marker=dict(color="rgba(120,120,120,0.25)"),
+    fig.add_trace(go.Bar(x=steps, y=drafted, name="d: tokens drafted in the step", marker=dict(color="rgba(120,120,120,0.25)"),
                          hovertemplate="step %{x}: %{y} drafted<extra></extra>"), row=1, col=1, secondary_y=True)
     fig.add_trace(go.Scatter(x=steps, y=[s.n_accepted / s.n_drafted if s.n_drafted else None for s in trace.steps],
-                             mode="markers", name="this step's acceptance (accepted / drafted)",
+                             mode="markers", name="this step's accepted / drafted",
                              marker=dict(color=KIND_COLORS["accepted"], size=5, opacity=0.45),
                              hovertemplate="step %{x}: %{y:.2f}<extra></extra>"), row=1, col=1, secondary_y=False)
     fig.add_trace(go.Scatter(x=steps, y=rates, mode="lines", name=rate_name,
@@ -174,15 +174,15 @@ def threshold_trajectory_figure(trace, *, target: float | None = None, width: in
         pad = max(0.01, 0.1 * (hi - lo))
         fig.update_yaxes(title_text="threshold (probability)", range=[lo - pad, hi + pad], gridcolor="#eeeeee",
                          row=2, col=1)
-    header(fig, "The adaptive threshold follows the acceptance rate<br><sup>below the target the threshold "
+    header(fig, "The adaptive threshold follows the smoothed accepted / drafted (AR)<br><sup>below the target the threshold "
                 "rises (draft fewer, safer tokens); above it the threshold falls (draft more) · "
                 f"{len(steps)} steps, {trace.n_emitted} tokens</sup>", height, legend_rows=2, right=70)
     fig.update_layout(width=width, plot_bgcolor="white", bargap=0.15)
     fig.update_xaxes(showgrid=False)
     fig.update_xaxes(title_text="step", row=2 if has_threshold else 1, col=1)
-    fig.update_yaxes(title_text="acceptance rate", range=[0, 1.05], gridcolor="#eeeeee", row=1, col=1, secondary_y=False)
+    fig.update_yaxes(title_text="accepted / drafted", range=[0, 1.05], gridcolor="#eeeeee", row=1, col=1, secondary_y=False)
     top = max(drafted + [1])
-    fig.update_yaxes(title_text="tokens drafted", range=[0, max(3.0, 2.5 * top)], dtick=max(1, math.ceil(top / 4)),
+    fig.update_yaxes(title_text="tokens drafted d", range=[0, max(3.0, 2.5 * top)], dtick=max(1, math.ceil(top / 4)),
                      showgrid=False, row=1, col=1, secondary_y=True)
     return fig
 

@@ -109,3 +109,31 @@ def test_jsonl_prompt_files_and_source_errors(tmp_path):
         all_sources(1, source="pypi")
     with pytest.raises(ValueError, match=r"expected a \.txt or \.jsonl file"):
         read_prompt_file(tmp_path / "p.csv")
+
+
+def test_repeats_are_found_and_counted():
+    from labkit.artifacts.prompts import first_repeat, repeated_share
+    assert first_repeat([1, 2, 3, 1, 2, 3], 3) == 5 and first_repeat([1, 2, 3, 4, 5, 6], 2) is None
+    assert first_repeat([7, 7, 7], 2) == 2
+    assert repeated_share([1, 2, 3], [1, 2, 3, 1], n=2) == 0.75         # (3, 1) is new, the rest repeat
+    assert repeated_share([1, 2, 3], [4, 5, 6, 7], n=2) == 0.0
+    assert repeated_share([1, 2], [9, 1, 2, 8], n=2) == 0.25
+
+
+def test_showcase_prompt_follows_its_rule():
+    """The chosen prompt's greedy text has no repeated 6-gram in 48 tokens; every earlier candidate's has one."""
+    import labkit
+    from labkit.artifacts.prompts import benchmark_prompts, first_repeat, showcase_prompt
+    model, tokenizer = labkit.load_model("default")
+    found = showcase_prompt(model, tokenizer, n=6, window=48)
+    candidates = benchmark_prompts(found.index + 1)
+    assert candidates[found.index] == found.prompt and "no 6-token n-gram" in found.rule
+    for i, prompt in enumerate(candidates):
+        ids = tokenizer(prompt.text, return_tensors="pt", add_special_tokens=False)["input_ids"]
+        new = labkit.autoregressive_generate(model, ids, 48).new_tokens
+        assert (first_repeat(new, 6) is None) == (i == found.index), prompt.source
+    import pytest
+    with pytest.raises(ValueError, match="n_candidates"):
+        showcase_prompt(model, tokenizer, n=2, window=48, n_candidates=2)
+    with pytest.raises(ValueError, match="n <= window"):
+        showcase_prompt(model, tokenizer, n=10, window=5)

@@ -82,7 +82,8 @@ def plain_like(grid):
     data["cells"] = [c for c in data["cells"] if c["ratio"] != top]
     for c in data["cells"]:
         c["acceptance_rate"] *= 0.3
-        c["speedup"] *= 0.5
+        for key in ("speedup", "speedup_min", "speedup_max"):
+            c[key] *= 0.5
     return pgm.PlaygroundGrid(data, name="plain")
 
 
@@ -99,6 +100,9 @@ def test_figures_have_titles_axes_and_the_current_point(grid):
     answers = pgl.guiding_answers(grid, plain_like(grid))
     assert len(answers) == 3 and all(a["answer"] and a["look_at"] for a in answers)
     assert "plain" in answers[2]["question"]
+    speed = fig.data[pgv._trace_index(0, 2, 0)]                            # error bars: min-max of the repetitions
+    np.testing.assert_allclose(speed.error_y.array, grid.vs_ratio("speedup_max", s) - grid.vs_ratio("speedup", s))
+    assert "within the noise" in pgv.heatmap_figure(grid).data[1].name
 
 
 @pytest.fixture(scope="module")
@@ -131,6 +135,11 @@ def test_each_slider_moves_the_plots_marker_and_readout(playground, grid):
         p.max_draft_slider.value = k
         s = p.setting
         np.testing.assert_allclose(p.figure.data[top_speed].y, grid.vs_ratio("speedup", s))
+        bars = p.figure.data[top_speed].error_y                            # the noise moves with the slice
+        np.testing.assert_allclose(bars.array, grid.vs_ratio("speedup_max", s) - grid.vs_ratio("speedup", s))
+        np.testing.assert_allclose(bars.arrayminus, grid.vs_ratio("speedup", s) - grid.vs_ratio("speedup_min", s))
+        assert not isinstance(p.figure.data[top_speed].x, np.ndarray), type(p.figure.data[top_speed].x)   # lists in
+        assert not isinstance(bars.array, np.ndarray), type(bars.array)
         assert _star(p, 0, 1)[1] == pytest.approx(grid.cell(s)["tokens_per_step"])
         assert f"max draft {k}" in p.readout.value
     for policy in ("static", "adaptive"):                                   # static / adaptive toggle
@@ -179,6 +188,7 @@ def test_run_live_adds_a_point_to_the_plots(playground, grid):
     s = p.setting
     assert p.live["tiny"] == [point] and point["max_new_tokens"] == 6 and point["n_prompts"] == 1
     assert point["speedup"] > 0 and 0 <= point["acceptance_rate"] <= 1 and point["identical_to_plain"] is True
+    assert point["speedup_min"] <= point["speedup"] <= point["speedup_max"]      # the plain loop's own noise
     assert point["vs_grid"] == pytest.approx(point["speedup"] / grid.cell(s)["speedup"])
     live_top = p.figure.data[pgv._trace_index(0, 2, 3)]
     live_bottom = p.figure.data[pgv._trace_index(1, 2, 3)]

@@ -114,14 +114,18 @@ def test_suggest_skip_mask_uses_integers_in_skipset_order():
     assert SkipSet.from_mask(toy.suggest_skip_mask(trial, 2)) == SkipSet(attention=[0], mlp=[1])
 
 
-def test_toy_skip_problem_ends_are_plain_decoding_and_the_middle_is_faster():
+def test_toy_skip_problem_ends_are_slower_than_plain_decoding_and_the_middle_is_faster():
     problem = toy.make_toy_skip_problem(n_layers=4, seed=0)
-    full_ms = problem.block_ms.sum()
-    assert problem.ms_per_token(np.zeros(8)) == pytest.approx(full_ms)     # alpha = 1
-    assert problem.ms_per_token(np.ones(8)) == pytest.approx(full_ms, rel=1e-3)   # alpha ~ 0
+    full_ms = problem.fixed_ms + problem.block_ms.sum()
+    assert problem.full_ms == pytest.approx(full_ms) and problem.fixed_ms > 0 and problem.verify_token_ms > 0
+    assert problem.ms_per_token(np.zeros(8)) > full_ms      # α = 1, but γ full drafts and a longer verify
+    assert problem.ms_per_token(np.ones(8)) > full_ms       # α ≈ 0: the fixed cost of γ drafts and a verify
     best, mask = problem.brute_force_minimum()
     assert best < full_ms and mask.shape == (8,)
     assert problem.block_names[0] == "attn 0" and problem.block_names[4] == "mlp 0"
+    free = toy.make_toy_skip_problem(n_layers=4, seed=0, fixed_ms=0.0, verify_token_ms=0.0)   # no overheads:
+    assert free.ms_per_token(np.zeros(8)) == pytest.approx(free.full_ms)                       # both ends plain
+    assert free.ms_per_token(np.ones(8)) == pytest.approx(free.full_ms, rel=1e-3)
     with pytest.raises(ValueError):
         toy.make_toy_skip_problem(n_layers=3)
 

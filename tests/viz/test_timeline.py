@@ -193,9 +193,9 @@ def test_threshold_trajectory_reads_the_policy_state(model, prompt):
     fig = trv.threshold_trajectory_figure(result, target=policy.target)
     by_name = {t.name: t for t in fig.data}
     assert list(by_name["threshold in force"].y) == [s.threshold for s in result.trace.steps]
-    assert list(by_name["smoothed acceptance rate (what the policy sees)"].y) == \
+    assert list(by_name["AR: smoothed accepted / drafted (what the policy sees)"].y) == \
         [s.policy_state["acceptance_rate"] for s in result.trace.steps]
     fixed = speculative_generate(model, prompt, skip=SkipSet(mlp=[3]), policy=FixedK(2), max_new_tokens=10)
     fig = trv.threshold_trajectory_figure(fixed)                 # no adaptive state: cumulative rate, no threshold
     names = {t.name for t in fig.data}
-    assert "acceptance rate so far (cumulative)" in names and "threshold in force" not in names
+    assert "accepted / drafted so far (cumulative)" in names and "threshold in force" not in names

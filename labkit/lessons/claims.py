@@ -1,0 +1,122 @@
+"""Sentences that state a comparison or a trend, written from the numbers they describe.
+
+A notebook must never say "GP beats TPE" above a table in which TPE won. Every such sentence is built
+here from the data, so it stays true in FAST mode, in full mode and after any rerun; the tests feed data
+that reverses each claim and check that the sentence turns with it. Notation: docs/notation.md.
+
+- :func:`direction` / :func:`trend`: does a quantity rise, fall or stay flat between two values?
+- :func:`ranking` / :func:`who_wins`: who is best, and is the lead larger than the noise?
+- :func:`peak`: where does a curve peak: inside the range or at an edge?
+- :func:`overlaps` / :func:`versus_range`: does a measurement fall inside a reference's range (noise)?
+- :func:`compare`: "a is above / below / about equal to b" with a tolerance.
+"""
+from __future__ import annotations
+
+import math
+from typing import Mapping, Sequence
+
+__all__ = ["num", "is_missing", "direction", "trend", "ranking", "who_wins", "peak", "overlaps", "versus_range",
+           "compare", "join"]
+
+
+def is_missing(v) -> bool:
+    return v is None or (isinstance(v, float) and math.isnan(v))
+
+
+def num(v, spec: str = ".2f") -> str:
+    """A number for a sentence ('n/a' for None / NaN)."""
+    return "n/a" if is_missing(v) else format(v, spec)
+
+
+def join(items: Sequence[str], word: str = "and") -> str:
+    """'a', 'a and b', 'a, b and c'."""
+    items = list(items)
+    if len(items) <= 1:
+        return "".join(items)
+    return f"{', '.join(items[:-1])} {word} {items[-1]}"
+
+
+def direction(first: float, last: float, tol: float = 0.02) -> int:
+    """-1 falling, +1 rising, 0 flat or unknown (a change within ``tol`` × max(1, |first|) is flat)."""
+    if is_missing(first) or is_missing(last) or abs(last - first) <= tol * max(1.0, abs(first)):
+        return 0
+    return 1 if last > first else -1
+
+
+def trend(first: float, last: float, what: str, tol: float = 0.02, spec: str = ".2f") -> str:
+    """'what falls from a to b' / 'what rises …' / 'what stays at about a'."""
+    if is_missing(first) or is_missing(last):
+        return f"{what} is not measured at both ends"
+    d = direction(first, last, tol)
+    if d == 0:
+        return f"{what} stays at about {num(first, spec)}"
+    return f"{what} {'rises' if d > 0 else 'falls'} from {num(first, spec)} to {num(last, spec)}"
+
+
+def ranking(values: Mapping[str, float], lower_is_better: bool) -> list[str]:
+    """Names from best to worst (missing values last)."""
+    sign = 1.0 if lower_is_better else -1.0
+    return sorted(values, key=lambda k: (is_missing(values[k]), sign * (0.0 if is_missing(values[k]) else values[k])))
+
+
+def overlaps(a: tuple[float, float], b: tuple[float, float]) -> bool:
+    """Do the ranges [a0, a1] and [b0, b1] overlap (the noise cannot tell them apart)?"""
+    return min(a) <= max(b) and min(b) <= max(a)
+
+
+def who_wins(values: Mapping[str, float], *, lower_is_better: bool, what: str, spec: str = ".2f",
+             spreads: Mapping[str, tuple[float, float]] | None = None, rel_tol: float = 0.0,
+             noise: str = "the noise") -> str:
+    """Who is best, by how much, and whether the lead exceeds the noise.
+
+    ``spreads``: a (low, high) range per name (e.g. best and worst seed); the winner is "ahead" only if its
+    range does not overlap the runner-up's. Without spreads, a lead within ``rel_tol`` is called a tie.
+    ``noise`` names what the ranges are (e.g. "the spread over seeds").
+    """
+    order = ranking(values, lower_is_better)
+    best, rest = order[0], order[1:]
+    word = "lowest" if lower_is_better else "highest"
+    head = f"{best} has the {word} {what} ({num(values[best], spec)})"
+    if not rest:
+        return head + "."
+    second = rest[0]
+    if spreads is not None and best in spreads and second in spreads:
+        tied = overlaps(spreads[best], spreads[second])
+    else:
+        tied = abs(values[best] - values[second]) <= rel_tol * max(abs(values[best]), abs(values[second]), 1e-12)
+    others = f"; then {join([f'{k} ({num(values[k], spec)})' for k in rest[1:]])}" if rest[1:] else ""
+    if tied:
+        return f"{head}, but {second} ({num(values[second], spec)}) is within {noise} of it{others}."
+    return f"{head}, ahead of {second} ({num(values[second], spec)}) beyond {noise}{others}."
+
+
+def peak(xs: Sequence[float], ys: Sequence[float]) -> tuple[int, str]:
+    """(index of the highest y, 'inside the range' | 'at the lowest … of the range' | 'at the highest …')."""
+    valid = [i for i, y in enumerate(ys) if not is_missing(y)]
+    if not valid:
+        raise ValueError("peak needs at least one measured value")
+    i = max(valid, key=lambda j: ys[j])
+    where = ("inside the range" if 0 < i < len(xs) - 1 else
+             "at the lowest end of the range" if i == 0 else "at the highest end of the range")
+    return i, where
+
+
+def versus_range(value: float, low: float, high: float, *, what: str, reference: str, spec: str = ".2f") -> str:
+    """'what (v) lies inside reference's range (lo-hi)' / 'is above / below it, at v / mid = r of it'."""
+    if any(is_missing(v) for v in (value, low, high)):
+        return f"{what} ({num(value, spec)}) cannot be compared with {reference}: a value is missing"
+    mid = 0.5 * (low + high)
+    if low <= value <= high:
+        return f"{what} ({num(value, spec)}) lies inside {reference} ({num(low, spec)}–{num(high, spec)})"
+    side = "above" if value > high else "below"
+    return (f"{what} ({num(value, spec)}) lies {side} {reference} ({num(low, spec)}–{num(high, spec)}), "
+            f"at {num(value / mid if mid else float('nan'))} of its middle")
+
+
+def compare(a: float, b: float, *, a_name: str, b_name: str, rel_tol: float = 0.02, spec: str = ".2f") -> str:
+    """'a_name (a) is above / below / about the same as b_name (b)'."""
+    if is_missing(a) or is_missing(b):
+        return f"{a_name} ({num(a, spec)}) and {b_name} ({num(b, spec)}) cannot be compared"
+    if abs(a - b) <= rel_tol * max(abs(a), abs(b), 1e-12):
+        return f"{a_name} ({num(a, spec)}) is about the same as {b_name} ({num(b, spec)})"
+    return f"{a_name} ({num(a, spec)}) is {'above' if a > b else 'below'} {b_name} ({num(b, spec)})"

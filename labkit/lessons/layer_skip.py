@@ -1,0 +1,240 @@
+"""Notebook 02's sentences, written from the numbers they describe (see :mod:`labkit.lessons.claims`).
+
+What a forward costs and what dominates it, what verification costs, which single blocks the models cannot
+lose, whether the live search beat greedy elimination, whether the GP beat random search, how the predicted
+α relates to a run's accepted / drafted, and how the wall clock compares with the prediction. Notation:
+docs/notation.md.
+"""
+from __future__ import annotations
+
+import statistics
+
+import numpy as np
+
+from ..artifacts.prompts import repeated_share
+from ..core.skip import SkipSet
+from ..measure.analytic import expected_tokens_per_step
+from .claims import compare, join, who_wins
+
+__all__ = ["block_parameters", "cost_sentence", "verify_sentence", "single_block_sentence", "redundancy_sentence",
+           "path_ends_sentence", "search_history_sentence", "search_vs_greedy_sentence", "mask_sentence",
+           "sampler_sentence", "probe_repeated_share", "expected_accepted_per_drafted", "acceptance_sentence",
+           "wall_clock_sentence"]
+
+
+def block_parameters(model) -> dict[str, int]:
+    """Parameters of one attention block and one MLP block (layer 0), and of the fixed part (embedding, head)."""
+    layer = model.model.layers[0]
+    head = model.get_output_embeddings().weight.numel()
+    return {"attention": sum(p.numel() for p in layer.self_attn.parameters()),
+            "mlp": sum(p.numel() for p in layer.mlp.parameters()), "lm_head": head}
+
+
+def cost_sentence(cost_model, params: dict[str, int]) -> str:
+    """Where a full step's time goes in this fit, whether it follows the weights, and how good the fit is."""
+    cm, L = cost_model, len(cost_model.attention_ms)
+    att, mlp = sum(cm.attention_ms) / L, sum(cm.mlp_ms) / L
+    text = (f"In this fit a full step is {cm.full_step_ms:.2f} ms: fixed part {cm.fixed_ms:.2f} ms "
+            f"({cm.fixed_ms / cm.full_step_ms:.0%}), a mean layer's attention {att:.2f} ms, MLP {mlp:.2f} ms and "
+            f"overhead {sum(cm.layer_ms) / L:.2f} ms (R² {cm.fit.get('r2', float('nan')):.3f}). ")
+    r2 = cm.fit.get("r2", 1.0)
+    if r2 < 0.9 or att <= 0 or mlp <= 0:
+        return text + ("The fit is poor (a busy machine, or blocks whose cost came out at 0 ms): read the full step "
+                       "and the totals, not the split between block types.")
+    weight_ratio, time_ratio = params["attention"] / params["mlp"], att / mlp
+    text += (f"An attention block holds {params['attention'] / 1e3:.0f} k parameters and an MLP block "
+             f"{params['mlp'] / 1e3:.0f} k ({weight_ratio:.2f}x), yet costs {time_ratio:.2f}x as much time. ")
+    if time_ratio > 1.3 * weight_ratio:
+        return text + ("Time does not follow the weights: at this size each block's many small operations (per-call "
+                       "overhead of PyTorch kernels) cost more than reading its weights.")
+    return text + "Time roughly follows the weights here: reading them is a large part of a step."
+
+
+def verify_sentence(verify_5: float, r2: float = 1.0) -> str:
+    """What verifying 5 tokens in one forward cost, and the regime that makes it cheap."""
+    text = (f"Verifying 5 tokens in one forward cost {verify_5:.2f} one-token steps here (5 separate steps: 5.00)"
+            + (f"; the fit is poor (R² {r2:.2f}), so the verify line may be flatter than the machine. " if r2 < 0.9
+               else ". "))
+    if verify_5 < 2.0:
+        return text + ("Scoring every position in one pass is necessary for that, not sufficient: it is cheap because "
+                       "this forward is dominated by costs paid once per call (kernel launches, Python, reading the "
+                       "weights), not by arithmetic per token. A compute-bound forward (a large batch on a GPU, a very "
+                       "long draft) would cost closer to one step per token.")
+    return text + ("Here the extra tokens are not cheap: the forward is dominated by work per token, and verification "
+                   "saves less than it does in an overhead- or bandwidth-bound regime.")
+
+
+def single_block_sentence(single: dict, names: tuple[str, str]) -> str:
+    """Which single block each model can least afford to lose (layer 0's attention, usually) and the typical cost."""
+    parts = []
+    for name in names:
+        d = single[name]
+        worst_kind, worst_layer = min(((k, i) for k in ("attention", "mlp") for i in range(len(d[k]))),
+                                      key=lambda kl: d[kl[0]][kl[1]])
+        others = [v for k in ("attention", "mlp") for i, v in enumerate(d[k]) if (k, i) != (worst_kind, worst_layer)]
+        kind = {"attention": "attention", "mlp": "MLP"}[worst_kind]
+        parts.append(f"{name}: skipping {kind} {worst_layer} alone leaves {d[worst_kind][worst_layer]:.0%} "
+                     f"agreement (the lowest of any single block), MLP 0 leaves {d['mlp'][0]:.0%}, the median other "
+                     f"block {statistics.median(others):.0%}")
+    return "; ".join(parts) + "."
+
+
+def redundancy_sentence(half: dict, trained: dict, paths: dict, default_name: str) -> str:
+    """Agreement at half the blocks skipped, and the trained path against greedy's set of the same size."""
+    names = list(half)
+    text = (f"With half the blocks skipped, {join([f'{n} agrees on {half[n]:.1%}' for n in names])} of the "
+            f"positions. ")
+    for label, (skip, a) in trained.items():
+        greedy_skip, greedy_a = paths[default_name][skip.n_skipped - 1]
+        text += (f"The trained draft path agrees on {a:.1%}, greedy elimination's set of the same size "
+                 f"({skip.n_skipped} blocks) on {greedy_a:.1%}: "
+                 + ("greedy, one block at a time, walked past the better set. " if a > greedy_a + 1e-9 else
+                    "greedy found a set at least as good. "))
+    return text.strip()
+
+
+def path_ends_sentence(predicted, full_step_ms: float) -> str:
+    """Skipping nothing and skipping everything on the predicted path, against plain decoding."""
+    rows = predicted[predicted["alpha_source"] == "measured"] if "alpha_source" in predicted else predicted
+    ends = {"Skipping nothing": rows.loc[rows["n_skipped"].idxmin()],
+            f"skipping all {int(rows['n_skipped'].max())} blocks": rows.loc[rows["n_skipped"].idxmax()]}
+    why = {"Skipping nothing": ("a draft costs a full step and buys nothing, and verifying several tokens costs more "
+                                "than one step", "on this fit verifying several tokens costs no more than one step, "
+                                "so γ full drafts and one verify emit γ + 1 tokens for γ + 1 steps"),
+           "skip": ("the draft still pays the fixed part and the verifier rejects almost everything",
+                    "the fixed part and the verify pass happen to cost nothing extra on this fit")}
+    parts = []
+    for name, row in ends.items():
+        ms, (slower, level) = float(row["ms_per_token"]), why["Skipping nothing" if name == "Skipping nothing" else "skip"]
+        if ms > full_step_ms * 1.005:
+            parts.append(f"{name} is predicted at {ms:.2f} ms/token, slower than plain decoding: {slower}")
+        else:
+            parts.append(f"{name} is predicted at {ms:.2f} ms/token, as fast as plain decoding: {level}")
+    return f"Plain decoding takes {full_step_ms:.2f} ms/token. " + "; ".join(parts) + "."
+
+
+def _mask_key(params: dict) -> tuple:
+    return tuple(sorted(params.items()))
+
+
+def search_history_sentence(study, n_random: int = 10, n_warm: int = 3) -> str:
+    """Where the study found its best trial, and how often the GP proposed a mask it had already evaluated."""
+    trials = [t for t in study.trials if t.value is not None]
+    best = min(trials, key=lambda t: t.value)
+    phase = ("a warm-start set" if best.number < n_warm else "a random mask" if best.number < n_random
+             else "a GP proposal")
+    seen, repeats, first_repeat = set(), 0, None
+    for t in trials:
+        key = _mask_key(t.params)
+        if key in seen:
+            repeats += 1
+            first_repeat = t.number if first_repeat is None else first_repeat
+        seen.add(key)
+    text = f"The best of {len(trials)} trials is trial {best.number}, {phase}. "
+    if repeats:
+        text += (f"{repeats} trial(s), from trial {first_repeat} on, re-proposed a mask the study had already "
+                 f"evaluated ({len(seen)} distinct masks): the modelled objective is deterministic, so a repeat "
+                 f"teaches the GP nothing; it is a sign that its acquisition has converged on a region (with a "
+                 f"noisy, measured objective a repeat would at least average the noise).")
+    else:
+        text += f"Every trial evaluated a new mask ({len(seen)} distinct masks)."
+    return text
+
+
+def search_vs_greedy_sentence(search_speedup: float, path_speedup: float, n_trials: int, n_layers: int = 8) -> str:
+    """The live search's best against the best set on the greedy-elimination path (same cost model, prompts)."""
+    text = compare(search_speedup, path_speedup, a_name="The live search's best predicted speedup",
+                   b_name="the best set on the greedy-elimination path", rel_tol=0.01)
+    if search_speedup > path_speedup * 1.01:
+        return text + f": optimising f directly beat optimising agreement one block at a time, in {n_trials} trials."
+    if search_speedup < path_speedup * 0.99:
+        return text + (f": in {n_trials} trials the GP did not reach what greedy elimination found (greedy scored "
+                       f"{n_layers * (2 * n_layers + 1)} skip sets to draw its path; the search evaluated {n_trials}).")
+    return text + f": in {n_trials} trials the two end up level."
+
+
+def mask_sentence(masks: dict[str, SkipSet]) -> str:
+    """What the masks in the heat map keep and where they differ."""
+    names = list(masks)
+    keeps = [n for n in names if 0 not in masks[n].attention]
+    text = (f"{join(keeps)} keep{'s' if len(keeps) == 1 else ''} layer 0's attention" if keeps else
+            "none of them keeps layer 0's attention")
+    if len(names) == 2:
+        a, b = (masks[n] for n in names)
+        only_a = [f"attention {i}" for i in sorted(set(a.attention) - set(b.attention))] + \
+                 [f"MLP {i}" for i in sorted(set(a.mlp) - set(b.mlp))]
+        only_b = [f"attention {i}" for i in sorted(set(b.attention) - set(a.attention))] + \
+                 [f"MLP {i}" for i in sorted(set(b.mlp) - set(a.mlp))]
+        text += (f"; only {names[0]} skips {join(only_a) or 'nothing else'}, only {names[1]} skips "
+                 f"{join(only_b) or 'nothing else'}" if only_a or only_b else "; the two masks are identical")
+    return text + "."
+
+
+def sampler_sentence(comparison: dict, n_trials: int) -> str:
+    """GP against random search: median best ms/token over seeds, the seeds' spread as the noise."""
+    names = {"gp": "GP", "random": "random search", "tpe": "TPE"}
+    finals = {names.get(k, k): v for k, v in comparison["final"].items()}
+    medians = {s: statistics.median(v) for s, v in finals.items()}
+    spreads = {s: (min(v), max(v)) for s, v in finals.items()} if min(len(v) for v in finals.values()) > 1 else None
+    text = who_wins(medians, lower_is_better=True, what=f"median best f after {n_trials} trials (ms/token)",
+                    spreads=spreads, rel_tol=0.01, noise="the spread over seeds" if spreads else "a 1 % margin")
+    if spreads is None:
+        text += " One seed per sampler: no spread to judge the difference by."
+    return text
+
+
+def probe_repeated_share(probe, n: int = 4) -> float:
+    """Mean share of the probe's greedy continuation tokens that complete an n-gram seen earlier (a loop's share)."""
+    shares = []
+    for ids, targets, scored in zip(probe.input_ids, probe.targets, probe.scored):
+        start = int(scored.nonzero()[0])
+        new = targets[scored].tolist()
+        shares.append(repeated_share(ids[: start + 1].tolist(), new, n))
+    return float(np.mean(shares))
+
+
+def expected_accepted_per_drafted(alpha: float, d: float) -> float:
+    """E[accepted / drafted] with i.i.d. acceptance α and d drafted per step: (α + α² + … + α^d) / d."""
+    return (expected_tokens_per_step(alpha, d) - 1.0) / d if d > 0 else float("nan")
+
+
+def acceptance_sentence(alpha: float, measured: float, d: float, probe_share: float | None = None,
+                        run_share: float | None = None) -> str:
+    """Why a run's accepted / drafted sits below the teacher-forced α: the positions after a rejection, and
+    (given the repeated shares) the probe's prompts against the run's."""
+    iid = expected_accepted_per_drafted(alpha, d)
+    text = (f"The search's α = {alpha:.3f} is a per-token probability (teacher-forced agreement: every position is "
+            f"judged). The run measured accepted / drafted = {measured:.3f} with d = {d:.2f} drafted per step. Tokens "
+            f"drafted after a step's first rejection count as drafted but are never judged, so with i.i.d. acceptance "
+            f"E[accepted / drafted] = (α + α² + … + α^d) / d = {iid:.3f}. ")
+    if abs(iid - measured) <= 0.05:
+        return text + "That accounts for the gap."
+    text += (f"The rest of the gap ({iid - measured:+.3f}) comes from the text: α was measured on the prompts the search "
+             f"chose the set on, this run's prompt is new")
+    if probe_share is not None and run_share is not None:
+        text += (f" ({probe_share:.0%} of the probe's continuation tokens complete a 4-gram seen before, "
+                 f"{run_share:.0%} of this run's")
+        text += ("; repeated text is easy to draft)" if probe_share >= run_share + 0.2 else ")")
+    return text + ". A set chosen on some prompts, drafting text it has not seen, is accepted less often."
+
+
+def wall_clock_sentence(wall, predicted: float, expected_acc: float | None = None,
+                        measured_acc: float | None = None) -> str:
+    """Measured speedups (median of interleaved runs) against the modelled prediction; ``expected_acc`` /
+    ``measured_acc``: accepted / drafted the prediction implies and the run measured (fixed γ)."""
+    rows = wall.drop(index="plain decoding")
+    parts = [f"{label}: {row['speedup']:.2f}x" for label, row in rows.iterrows()]
+    best = float(rows["speedup"].max())
+    text = f"Measured ({join(parts)}) against {predicted:.2f}x predicted: "
+    text += ("slower than plain decoding on this run" if best < 1.0 else
+             "a speedup, smaller than predicted" if best < predicted * 0.95 else "about as predicted or better")
+    reasons = []
+    if expected_acc is not None and measured_acc is not None and measured_acc < expected_acc - 0.1:
+        reasons.append(f"the drafts were accepted far less often than the prediction assumed ({measured_acc:.2f} "
+                       f"against {expected_acc:.2f} accepted / drafted; section 7 says why)")
+    if best < predicted * 0.95:
+        reasons.append("the cost model leaves out the decoder's bookkeeping and the prefill, and one short run on a "
+                       "shared machine is a noisy sample")
+    text += (": " + "; ".join(reasons) if reasons else "") + ". "
+    return text + ("Greedy speculative output was identical to plain decoding in every run."
+                   if bool(wall["identical"].all()) else "But an output DIFFERED from plain decoding: a bug.")

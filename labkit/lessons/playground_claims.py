@@ -1,0 +1,225 @@
+"""Notebook 04's sentences, written from the grid's numbers (see :mod:`labkit.lessons.claims`).
+
+Each answer to a guiding question, the "best found" label, the live-run comparison and the summary are
+chosen by the data: a peak inside the range or at an edge, curves rising, falling or flat, two cells
+told apart or within the noise (the min-max of the speedup over the grid's repetitions). Notation:
+docs/notation.md (accepted / drafted is the measured acceptance rate; α is reserved for the per-token
+acceptance probability).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..measure.grid import PlaygroundGrid, Setting
+from .claims import direction, is_missing, join, num, overlaps, peak, trend, versus_range
+
+__all__ = ["guiding_answers", "peak_answer", "threshold_answer", "twin_answer", "peak_ratios", "best_found_sentence",
+           "live_sentence", "verify_cost_sentence", "summary", "bench_sentence"]
+
+
+def _range(grid: PlaygroundGrid, setting: Setting) -> tuple[float, float]:
+    cell = grid.cell(setting)
+    return cell["speedup_min"], cell["speedup_max"]
+
+
+def peak_ratios(grid: PlaygroundGrid, setting: Setting) -> list[float]:
+    """The skip ratios (on ``setting``'s slice) whose speedup range overlaps the peak's: where the peak may be,
+    given the noise."""
+    sp, lo, hi = (grid.vs_ratio(m, setting) for m in ("speedup", "speedup_min", "speedup_max"))
+    i, _ = peak(grid.ratios, sp)
+    return [r for j, r in enumerate(grid.ratios) if not is_missing(sp[j]) and overlaps((lo[j], hi[j]), (lo[i], hi[i]))]
+
+
+def _peak_place(grid: PlaygroundGrid, s: Setting, i: int, where: str) -> str:
+    sp, lo, hi = (grid.vs_ratio(m, s) for m in ("speedup", "speedup_min", "speedup_max"))
+    text = (f"the speedup peaks at skip ratio {grid.ratios[i]:.3f} ({num(sp[i])}×, min–max {num(lo[i])}–"
+            f"{num(hi[i])} over the repetitions; {where})")
+    tied = [r for r in peak_ratios(grid, s) if r != grid.ratios[i]]
+    if tied:
+        text += (f"; the speedups at {join([f'{r:.3f}' for r in tied])} overlap that range, so within the noise "
+                 f"the peak could be there too")
+    return text
+
+
+def peak_answer(grid: PlaygroundGrid, s: Setting) -> str:
+    """Q1: where the speedup peaks along the skip ratio, and why it rises and falls (c against accepted / drafted)."""
+    sp, acc, c = (grid.vs_ratio(m, s) for m in ("speedup", "acceptance_rate", "c"))
+    ratios = grid.ratios
+    i, where = peak(ratios, sp)
+    c_why = {-1: "skipped blocks are not computed",
+             0: "a forward of this model is mostly fixed overhead, so skipping blocks saves little",
+             1: "skipping saved no measurable time here"}[direction(c[0], c[-1])]
+    a_why = {-1: "the draft drifts further from the full model", 0: "the draft stays close to the full model",
+             1: "the searched sets at higher ratios happen to agree better"}[direction(acc[0], acc[-1])]
+    text = (f"With the {s.policy} policy, threshold {s.threshold:g} and max draft {s.max_draft}, "
+            f"{_peak_place(grid, s, i, where)}. Going right, {trend(c[0], c[-1], 'the draft cost c')} ({c_why}) and "
+            f"{trend(acc[0], acc[-1], 'accepted / drafted')} ({a_why}).")
+    if 0 < i < len(ratios) - 1:
+        gain = "the cheaper drafts" if direction(c[0], c[-1]) < 0 else "what skipping saves"
+        text += (f" Past {ratios[i]:.3f} the tokens lost to rejected drafts outweigh {gain}, and the speedup drops "
+                 f"to {num(sp[-1])}× at {ratios[-1]:.3f}.")
+    elif i == len(ratios) - 1:
+        text += " Within the grid's range the cheaper drafts still pay for the lost acceptance: no fall yet."
+    else:
+        text += " Every extra skipped block costs more acceptance than it saves in draft cost: no rise."
+    limit = grid.vs_ratio("analytic_speedup", s)
+    if not np.all(np.isnan(limit)):
+        ia = int(np.nanargmax(limit))
+        text += (" The dashed analytic limit, built from the same c, c_v and tokens per step, peaks at the same "
+                 "skip ratio." if ia == i else
+                 f" The dashed analytic limit, built from the same c, c_v and tokens per step, peaks at {ratios[ia]:.3f}.")
+    return text
+
+
+def threshold_answer(grid: PlaygroundGrid, s: Setting) -> str:
+    """Q2: what a higher threshold does to accepted / drafted, drafted per step, tokens per step and speed."""
+    th = grid.thresholds
+    acc, tps, d, sp = (grid.vs_threshold(m, s) for m in
+                       ("acceptance_rate", "tokens_per_step", "drafted_per_step", "speedup"))
+    j, ja = int(np.nanargmax(sp)), int(np.nanargmax(acc))
+    text = (f"At skip ratio {s.ratio:.3f}, raising the threshold from {th[0]:g} to {th[-1]:g}: "
+            f"{trend(acc[0], acc[-1], 'accepted / drafted')}")
+    text += ", because the draft stops before the tokens it is unsure of. " if direction(acc[0], acc[-1]) > 0 else ". "
+    text += (f"{trend(d[0], d[-1], 'The drafted tokens per step d')} and "
+             f"{trend(tps[0], tps[-1], 'the tokens per step')}")
+    text += ", so each verify pass buys fewer tokens. " if direction(tps[0], tps[-1]) < 0 else ". "
+    text += f"The speedup is highest at threshold {th[j]:g} ({num(sp[j])}×)"
+    if abs(acc[j] - acc[ja]) <= 0.01:
+        above = [k for k in range(j + 1, len(th))]
+        text += (f", which is also (within 0.01) where accepted / drafted is highest ({num(acc[ja])})"
+                 + (f". Above it accepted / drafted no longer rises ({num(acc[j])} → {num(acc[-1])}) while d keeps "
+                    f"falling ({num(d[j])} → {num(d[-1])}) and the speedup drops to {num(sp[-1])}×: past that point "
+                    f"a higher threshold only shortens the drafts." if above else "."))
+    else:
+        text += (f", not where accepted / drafted is highest ({num(acc[ja])} at threshold {th[ja]:g}, against "
+                 f"{num(acc[j])} at {th[j]:g}): the extra acceptance there does not pay for the shorter drafts.")
+    return text
+
+
+def verify_cost_sentence(grid: PlaygroundGrid) -> str:
+    """What a verify pass costs in this grid, in plain tokens (c_v), measured and from forward passes only."""
+    cv, cvf = grid.values("c_v"), grid.values("c_v_forward")
+    text = (f"In this grid a verify pass costs c_v = {num(np.nanmin(cv))}–{num(np.nanmax(cv))} plain tokens "
+            f"(median {num(np.nanmedian(cv))})")
+    if not np.all(np.isnan(cvf)):
+        text += f"; counting forward passes only, c_v = {num(np.nanmin(cvf))}–{num(np.nanmax(cvf))}"
+    if np.nanmin(cv) < 0.99:                        # (printed to 2 decimals: 0.99x is 'below 1')
+        text += (". A measured c_v below 1 does not mean a verify pass is cheaper than a plain step: it is a ratio of "
+                 "two wall-clock timings taken at different moments, and noise on a busy machine moves it (a forward "
+                 "over several tokens never costs less than a one-token forward)")
+    return text + ". Either way a step pays about one c_v however few tokens it drafted, so very short drafts " \
+                  "spend close to a verify pass per token even when all of them are accepted."
+
+
+def twin_answer(grid: PlaygroundGrid, other: PlaygroundGrid, s: Setting) -> str:
+    """Q3: where the twin peaks, how high, and why lower (its accepted / drafted from the first skipped blocks)."""
+    so = other.nearest(threshold=s.threshold, max_draft=s.max_draft, policy=s.policy)
+    sp, acc = grid.vs_ratio("speedup", s), grid.vs_ratio("acceptance_rate", s)
+    sp_o, acc_o = other.vs_ratio("speedup", so), other.vs_ratio("acceptance_rate", so)
+    i, io = int(np.nanargmax(sp)), int(np.nanargmax(sp_o))
+    lo_o, hi_o = _range(other, Setting(other.ratios[io], so.threshold, so.max_draft, so.policy))
+    text = (f"For {other.name!r} on the same slice, accepted / drafted is {num(acc_o[0])} at skip ratio "
+            f"{other.ratios[0]:.3f} (vs {num(acc[0])} for {grid.name!r} at {grid.ratios[0]:.3f}) and "
+            f"{num(acc_o[-1])} at {other.ratios[-1]:.3f} (vs {num(acc[-1])} at {grid.ratios[-1]:.3f}). Its speedup "
+            f"peaks at {other.ratios[io]:.3f} with {num(sp_o[io])}× (min–max {num(lo_o)}–{num(hi_o)}), against "
+            f"{num(sp[i])}× at {grid.ratios[i]:.3f} for {grid.name!r}. ")
+    if hi_o < 1.0:
+        text += "Even its best cell stays below 1 beyond the noise: its drafts never pay for themselves here. "
+    elif lo_o <= 1.0:
+        text += "Its best cell is within the noise of plain decoding (its range contains 1). "
+    else:
+        text += "Its best cell beats plain decoding beyond the noise. "
+    lower = float(np.nanmean(acc_o)) < float(np.nanmean(acc)) - 0.05
+    text += (f"Averaged over the skip ratios its accepted / drafted is {num(np.nanmean(acc_o))} against "
+             f"{num(np.nanmean(acc))}: " + ("it keeps less of its agreement once blocks are skipped, which caps its "
+                                           "tokens per step and so its peak." if lower else
+                                           "about as high, so the difference in speed comes from elsewhere."))
+    return text
+
+
+def guiding_answers(grid: PlaygroundGrid, other: PlaygroundGrid | None = None,
+                    setting: Setting | None = None) -> list[dict]:
+    """The guiding questions, where to look in the plots, and the answer in this grid's numbers."""
+    s = setting or grid.nearest()
+    out = [
+        {"question": "At what skip ratio does speedup peak, and why does it fall after?",
+         "look_at": "top row: speedup vs skip ratio, beside accepted / drafted and the draft cost c",
+         "answer": peak_answer(grid, s)},
+        {"question": "Why does a higher threshold raise acceptance but not always speed?",
+         "look_at": "bottom row: accepted / drafted, tokens per step, d and speedup vs threshold",
+         "answer": threshold_answer(grid, s) + " " + verify_cost_sentence(grid)},
+    ]
+    if other is not None:
+        out.append({"question": f"Where does the {other.name!r} twin peak, and why lower?",
+                    "look_at": "the model toggle, or the side-by-side figure: accepted / drafted and speedup vs skip ratio",
+                    "answer": twin_answer(grid, other, s)})
+    return out
+
+
+def best_found_sentence(grid: PlaygroundGrid) -> str:
+    """The best cell, its noise, and how many cells the noise cannot tell apart from it."""
+    setting, cell = grid.best()
+    near = grid.within_noise(setting)
+    text = (f"Best found in the grid of {grid.name!r}: {setting.describe()}, {num(cell['speedup'])}× (median of "
+            f"{len(cell['speedup_repeats'])} repetitions, min–max {num(cell['speedup_min'])}–{num(cell['speedup_max'])}). ")
+    if not near:
+        return text + "No other cell's range reaches it: it is ahead beyond the noise."
+    ratios = sorted({s.ratio for s in near})
+    return text + (f"{len(near)} other cell(s) have overlapping ranges (at skip ratios "
+                   f"{join([f'{r:.3f}' for r in ratios])}), so the grid cannot rank it above them: read it as one "
+                   f"of the best settings, not the best.")
+
+
+def live_sentence(live: dict, cell: dict) -> str:
+    """The live run against the grid's cell: inside or outside the grid's min-max range, and why it may move."""
+    text = versus_range(live["speedup"], cell["speedup_min"], cell["speedup_max"], what="The live speedup",
+                        reference="the grid's min–max for this cell")
+    text += (f" (with the plain loop's own noise in this run: {num(live['speedup_min'])}–{num(live['speedup_max'])}×). "
+             f"The plain loop took {num(live['plain_ms_per_token'])} ms/token here against "
+             f"{num(cell['plain_ms_per_token'])} in the grid. ")
+    if cell["speedup_min"] <= live["speedup"] <= cell["speedup_max"]:
+        return text + "The setting behaves here as it did where the grid was measured."
+    return text + ("A live run is a few short generations on a machine that may be busy: a speedup is a ratio of "
+                   "two timings, and load that hits the speculative and the plain runs unequally moves it.")
+
+
+def summary(grid: PlaygroundGrid, other: PlaygroundGrid | None, s: Setting) -> list[str]:
+    """The notebook's closing bullets, each built from the grid (markdown strings)."""
+    sp = grid.vs_ratio("speedup", s)
+    i, where = peak(grid.ratios, sp)
+    th, acc_t, sp_t = grid.thresholds, grid.vs_threshold("acceptance_rate", s), grid.vs_threshold("speedup", s)
+    j, ja = int(np.nanargmax(sp_t)), int(np.nanargmax(acc_t))
+    bullets = [f"Speedup is a ratio, (A + 1) / (d·c + c_v): skipping more lowers the draft cost c and accepted / "
+               f"drafted together. On the paper's slice of `{grid.name}` the speedup peaks at skip ratio "
+               f"{grid.ratios[i]:.3f} ({where}), where the cheaper drafts stop paying for the lost acceptance."]
+    if abs(acc_t[j] - acc_t[ja]) <= 0.01:
+        bullets.append(f"The threshold trades acceptance against draft length. Here the fastest threshold "
+                       f"({th[j]:g}) is also the one with the highest accepted / drafted; above it only the drafts "
+                       f"shrink.")
+    else:
+        bullets.append(f"The threshold trades acceptance against draft length: the fastest threshold here ({th[j]:g}) "
+                       f"is not the one with the highest accepted / drafted ({th[ja]:g}).")
+    if other is not None:
+        so = other.nearest(threshold=s.threshold, max_draft=s.max_draft, policy=s.policy)
+        bullets.append(f"Training sets how much a model can skip: `{other.name}` peaks at "
+                       f"{num(np.nanmax(other.vs_ratio('speedup', so)))}× on the same slice, `{grid.name}` at "
+                       f"{num(np.nanmax(sp))}×.")
+    bullets.append(f"Every speedup in the grid carries its noise (a cell's min–max over repetitions is "
+                   f"{100 * grid.data['noise']['median_relative_spread']:.0f} % wide at the median): rank two "
+                   f"settings only when their ranges do not overlap. The **run live** button checks a setting on "
+                   f"your machine; `{grid.data['command']}` regenerates the grid.")
+    return bullets
+
+
+def bench_sentence(rows: list[dict]) -> str:
+    """The benchmark's fastest method and where self-drafting alone stands, from its committed rows."""
+    timed = [r for r in rows if r.get("speedup_vs_generate") is not None]
+    fastest = max(timed, key=lambda r: r["speedup_vs_generate"])
+    ours = [r for r in timed if r["family"] == "labkit" and "adaptive" in r["method"] and "lookup" not in r["method"]
+            and r["model"] == "default"]
+    text = f"The fastest row is {fastest['method']} ({fastest['speedup_vs_generate']:.2f}x over `generate`)"
+    if ours:
+        r = ours[0]
+        text += (f"; {r['method']} reaches {r['speedup_vs_generate']:.2f}x over `generate` and "
+                 f"{r['speedup_vs_plain_loop']:.2f}x over the lab's plain loop")
+    return text + ". The benchmark's prompts and machine are in `data/bench/`; rerun it for yours."

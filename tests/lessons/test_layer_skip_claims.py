@@ -1,0 +1,84 @@
+"""Notebook 02's sentences turn with the data (fake numbers that reverse each claim)."""
+import pandas as pd
+from types import SimpleNamespace
+
+from labkit import SkipSet
+from labkit.lessons import layer_skip as ls
+
+
+def cost(att, mlp, r2=0.98, fixed=0.6):
+    return SimpleNamespace(attention_ms=[att] * 8, mlp_ms=[mlp] * 8, layer_ms=[0.05] * 8, fixed_ms=fixed,
+                           full_step_ms=fixed + 8 * (att + mlp + 0.05), fit={"r2": r2})
+
+
+PARAMS = {"attention": 200_000, "mlp": 400_000, "lm_head": 1_000_000}
+
+
+def test_cost_sentence_says_what_dominates():
+    assert "Time does not follow the weights" in ls.cost_sentence(cost(0.25, 0.2), PARAMS)
+    assert "roughly follows the weights" in ls.cost_sentence(cost(0.1, 0.2), PARAMS)
+    assert "The fit is poor" in ls.cost_sentence(cost(0.25, 0.2, r2=0.6), PARAMS)
+    assert "The fit is poor" in ls.cost_sentence(cost(0.0, 0.2), PARAMS)
+
+
+def test_verify_sentence_names_the_regime():
+    assert "necessary for that, not sufficient" in ls.verify_sentence(1.46)
+    assert "not cheap" in ls.verify_sentence(4.2)
+    assert "the fit is poor" in ls.verify_sentence(1.0, r2=0.6)
+
+
+def test_path_ends_and_search_vs_greedy():
+    frame = pd.DataFrame({"n_skipped": [0, 8, 16], "ms_per_token": [5.0, 4.0, 6.0], "alpha_source": ["measured"] * 3})
+    text = ls.path_ends_sentence(frame, 4.6)
+    assert text.count("slower than plain decoding") == 2
+    level = ls.path_ends_sentence(frame.assign(ms_per_token=[4.6, 4.0, 6.0]), 4.6)
+    assert "Skipping nothing is predicted at 4.60 ms/token, as fast as plain decoding" in level
+    assert "beat optimising agreement" in ls.search_vs_greedy_sentence(1.4, 1.3, 100)
+    assert "did not reach what greedy elimination found" in ls.search_vs_greedy_sentence(1.27, 1.354, 20)
+    assert "end up level" in ls.search_vs_greedy_sentence(1.30, 1.301, 20)
+
+
+def test_search_history_counts_repeated_masks():
+    def trial(number, value, mask):
+        return SimpleNamespace(number=number, value=value, params={f"z{i}": v for i, v in enumerate(mask)})
+    fresh = SimpleNamespace(trials=[trial(0, 5.0, [0, 0]), trial(1, 4.0, [1, 0]), trial(12, 3.0, [1, 1])])
+    assert "Every trial evaluated a new mask (3 distinct masks)" in ls.search_history_sentence(fresh)
+    assert "a GP proposal" in ls.search_history_sentence(fresh)
+    stale = SimpleNamespace(trials=fresh.trials + [trial(13, 3.0, [1, 1]), trial(14, 3.0, [1, 1])])
+    text = ls.search_history_sentence(stale)
+    assert "2 trial(s), from trial 13 on, re-proposed a mask" in text and "3 distinct masks" in text
+
+
+def test_sampler_masks_and_single_blocks():
+    gp_wins = {"final": {"gp": [4.0, 4.1, 4.2], "random": [4.5, 4.6, 4.8]}}
+    assert ls.sampler_sentence(gp_wins, 40).startswith("GP has the lowest")
+    random_wins = {"final": {"gp": [4.5, 4.6, 4.8], "random": [4.0, 4.1, 4.2]}}
+    assert ls.sampler_sentence(random_wins, 40).startswith("random search has the lowest")
+    tied = {"final": {"gp": [4.0, 4.6, 4.8], "random": [4.1, 4.3, 4.9]}}
+    assert "within the spread over seeds" in ls.sampler_sentence(tied, 40)
+    text = ls.mask_sentence({"a": SkipSet(attention=[1, 2]), "b": SkipSet(attention=[0, 2])})
+    assert text.startswith("a keeps layer 0's attention") and "only a skips attention 1" in text
+    single = {"m": {"attention": [0.0, 0.9, 0.95], "mlp": [0.5, 0.96, 0.97]}}
+    assert "skipping attention 0 alone leaves 0% agreement" in ls.single_block_sentence(single, ("m",))
+    single["m"]["attention"][0] = 0.99
+    assert "skipping MLP 0 alone leaves 50%" in ls.single_block_sentence(single, ("m",))
+
+
+def test_acceptance_sentence_explains_the_gap():
+    assert "That accounts for the gap" in ls.acceptance_sentence(0.8, 0.72, 2.0)    # (0.8 + 0.64) / 2 = 0.72
+    loop = ls.acceptance_sentence(0.8, 0.34, 2.0, probe_share=0.6, run_share=0.05)
+    assert "(60% of the probe's" in loop and "5% of this run's; repeated text is easy to draft" in loop
+    plain = ls.acceptance_sentence(0.8, 0.34, 2.0, probe_share=0.12, run_share=0.0)
+    assert "easy to draft" not in plain and "accepted less often" in plain
+
+
+def test_wall_clock_sentence_gives_the_reasons_the_data_shows():
+    wall = pd.DataFrame({"speedup": [1.0, 0.74, 0.92], "identical": [True] * 3},
+                        index=["plain decoding", "fixed", "adaptive"])
+    text = ls.wall_clock_sentence(wall, 1.27, expected_acc=0.81, measured_acc=0.31)
+    assert "slower than plain decoding" in text and "accepted far less often" in text and "identical" in text
+    fast = wall.assign(speedup=[1.0, 1.3, 1.25])
+    text = ls.wall_clock_sentence(fast, 1.27, expected_acc=0.81, measured_acc=0.78)
+    assert "about as predicted or better" in text and "accepted far less" not in text
+    bad = wall.assign(identical=[True, False, True])
+    assert "DIFFERED" in ls.wall_clock_sentence(bad, 1.27)

@@ -1,0 +1,84 @@
+"""Notebook 04's sentences: built from synthetic grids, each claim reversed by the data must turn."""
+
+from grid_fixtures import FALLING, HUMP, RISING, S, make_grid
+from labkit.lessons import playground_claims as pc
+
+
+def test_peak_answer_follows_the_curve():
+    assert "peaks at skip ratio 0.500" in pc.peak_answer(make_grid(HUMP), S)
+    assert "Past 0.500" in pc.peak_answer(make_grid(HUMP), S)
+    rising = pc.peak_answer(make_grid(RISING), S)
+    assert "peaks at skip ratio 0.750" in rising and "no fall yet" in rising
+    falling = pc.peak_answer(make_grid(FALLING), S)
+    assert "peaks at skip ratio 0.250" in falling and "no rise" in falling
+    assert "accepted / drafted falls" in falling
+    assert "accepted / drafted rises" in pc.peak_answer(make_grid(HUMP, acceptance=lambda i, j: 0.5 + 0.2 * i), S)
+
+
+def test_peak_answer_says_when_the_noise_cannot_place_the_peak():
+    assert "within the noise" not in pc.peak_answer(make_grid(HUMP, noise=0.02), S)
+    wide = pc.peak_answer(make_grid(HUMP, noise=0.2), S)
+    assert "overlap that range" in wide and "0.750" in wide
+    assert pc.peak_ratios(make_grid(HUMP, noise=0.02), S) == [0.5]
+    assert pc.peak_ratios(make_grid(HUMP, noise=0.2), S) == [0.25, 0.5, 0.75]
+
+
+def test_threshold_answer_separates_fastest_and_most_accepted():
+    # accepted / drafted highest at 0.9, speed highest at 0.0: "not where accepted / drafted is highest"
+    apart = make_grid(lambda i, j: [1.5, 1.3, 1.1][j], acceptance=lambda i, j: [0.6, 0.8, 0.95][j])
+    text = pc.threshold_answer(apart, S)
+    assert "highest at threshold 0 " in text and "not where accepted / drafted is highest (0.95 at threshold 0.9" in text
+    # both highest at 0.5: the sentence says so, and what happens above it
+    together = make_grid(lambda i, j: [1.1, 1.5, 1.2][j], acceptance=lambda i, j: [0.6, 0.95, 0.94][j])
+    text = pc.threshold_answer(together, S)
+    assert "which is also (within 0.01) where accepted / drafted is highest" in text and "only shortens" in text
+
+
+def test_verify_cost_sentence_reports_the_measured_c_v():
+    below = pc.verify_cost_sentence(make_grid(HUMP, c_v=0.9))
+    assert "c_v = 0.90–0.90" in below and "below 1 does not mean" in below and "two wall-clock timings" in below
+    assert "below 1" not in pc.verify_cost_sentence(make_grid(HUMP, c_v=1.1))
+
+
+def test_twin_answer_and_best_found():
+    twin = make_grid(lambda i, j: 0.8, acceptance=lambda i, j: 0.4, name="plain")
+    text = pc.twin_answer(make_grid(HUMP), twin, S)
+    assert "stays below 1 beyond the noise" in text and "keeps less of its agreement" in text
+    good_twin = make_grid(lambda i, j: 1.3, name="plain")
+    assert "beats plain decoding beyond the noise" in pc.twin_answer(make_grid(HUMP), good_twin, S)
+    near_one = make_grid(lambda i, j: 1.01, name="plain")
+    assert "within the noise of plain decoding" in pc.twin_answer(make_grid(HUMP), near_one, S)
+    clear = pc.best_found_sentence(make_grid(lambda i, j: 1.0 + 0.1 * i + 0.3 * (i == 2 and j == 2)))
+    assert "ahead beyond the noise" in clear
+    crowded = pc.best_found_sentence(make_grid(HUMP, noise=0.2))
+    assert "cannot rank it above them" in crowded
+
+
+def test_live_sentence_inside_or_outside_the_grid_range():
+    cell = {"speedup": 1.3, "speedup_min": 1.25, "speedup_max": 1.35, "plain_ms_per_token": 5.0}
+    live = {"speedup": 1.3, "speedup_min": 1.2, "speedup_max": 1.4, "plain_ms_per_token": 6.0}
+    assert "lies inside" in pc.live_sentence(live, cell) and "behaves here as it did" in pc.live_sentence(live, cell)
+    slow = dict(live, speedup=1.04)
+    assert "lies below" in pc.live_sentence(slow, cell) and "0.80 of its middle" in pc.live_sentence(slow, cell)
+
+
+def test_summary_follows_the_grid():
+    bullets = pc.summary(make_grid(HUMP), make_grid(lambda i, j: 0.9, name="plain"), S)
+    assert "peaks at skip ratio 0.500 (inside the range)" in bullets[0]
+    assert len(bullets) == 4 and "`plain` peaks at 0.90×" in bullets[2]
+    apart = make_grid(lambda i, j: [1.5, 1.3, 1.1][j], acceptance=lambda i, j: [0.6, 0.8, 0.95][j])
+    assert "is not the one with the highest" in pc.summary(apart, None, S)[1]
+
+
+def test_bench_sentence_names_the_fastest_row():
+    rows = [{"method": "HF generate", "family": "baseline", "model": "default", "speedup_vs_generate": 1.0,
+             "speedup_vs_plain_loop": 0.87},
+            {"method": "self-spec, adaptive threshold", "family": "labkit", "model": "default",
+             "speedup_vs_generate": 1.3, "speedup_vs_plain_loop": 1.13},
+            {"method": "self-spec adaptive + prompt lookup", "family": "labkit", "model": "default",
+             "speedup_vs_generate": 2.7, "speedup_vs_plain_loop": 2.33}]
+    text = pc.bench_sentence(rows)
+    assert text.startswith("The fastest row is self-spec adaptive + prompt lookup (2.70x")
+    assert "self-spec, adaptive threshold reaches 1.30x" in text
+    rows[2]["speedup_vs_generate"] = 0.9
+    assert pc.bench_sentence(rows).startswith("The fastest row is self-spec, adaptive threshold (1.30x")
