@@ -14,10 +14,11 @@ ratio measured/limit. Greedy rows also check that their output is token-identica
 greedy decoding. Parallel-decoding rows (:func:`jacobi_methods`, ``--no-jacobi`` leaves them out) read
 "accept" as confirmed guesses / guesses fed in and "tok/step" as tokens per iteration.
 
-Skip strategies (``--strategies``, on by default): a section per prompt source (``--strategy-sources``, default
-the stdlib validation prompts and the outside prompts of installed packages), each interleaved on its own: the
-plain loop, ``generate``, the model's static sets and every strategy of :func:`labkit.skip_strategy`, each with
-and without prompt lookup, the time spent choosing sets shown separately ("select %" of decode time).
+Skip strategies (on by default, ``--no-strategies`` leaves them out): a section per prompt source
+(``--strategy-sources``, default the stdlib validation prompts and the outside prompts of installed packages), each
+interleaved on its own: the plain loop, ``generate``, the model's static sets and every strategy of
+:func:`labkit.skip_strategy`, each with and without prompt lookup, the time spent choosing sets shown separately
+("select %" of decode time).
 ``--prompt-source`` picks the prompts of the main greedy and sampling sections (stdlib, packages or a file).
 """
 from __future__ import annotations
@@ -68,7 +69,7 @@ class BenchConfig:
     sampling: bool = True               # also a sampling section (temperature below, fixed seeds)
     temperature: float = 0.7
     hf_builtins: bool = True
-    early_exit_and_gate: bool = True    # labkit's early-exit drafter and the target-confidence gate (issue 18)
+    early_exit_and_gate: bool = True    # labkit's early-exit drafter and the target-confidence gate
     gate_min_confidence: float = 0.4
     jacobi: bool = True                 # Jacobi / Gauss-Seidel rows (each initialisation) on the first model
     jacobi_block: int = 4                # the fewest iterations per token for the self-draft (docs/decisions.md)
@@ -538,7 +539,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--threads", type=int)
     parser.add_argument("--no-sampling", action="store_true")
     parser.add_argument("--no-hf-builtins", action="store_true")
-    parser.add_argument("--no-early-exit-and-gate", action="store_true", help="leave out issue 18's rows")
+    parser.add_argument("--no-early-exit-and-gate", action="store_true", help="leave out the early-exit drafter and target-confidence gate rows")
     parser.add_argument("--no-jacobi", action="store_true", help="leave out the Jacobi / Gauss-Seidel rows")
     parser.add_argument("--prompt-source", help="prompts of the greedy/sampling sections: stdlib (default), "
                                                 "packages, or a .txt/.jsonl file (see labkit.artifacts.prompts)")

@@ -49,7 +49,8 @@ AUX = {"acceptance_rate": ("c", "draft cost c (one drafted token / plain step)")
 _PER_PANEL = 4
 
 
-def _trace_index(row: int, col: int, kind: int) -> int:
+def trace_index(row: int, col: int, kind: int) -> int:
+    """Position in ``fig.data`` of panel (row, col)'s trace ``kind`` (0 curve, 1 auxiliary, 2 star, 3 live points)."""
     return ((row * 3) + col) * _PER_PANEL + kind
 
 
@@ -69,10 +70,10 @@ def panel_xy(grid: PlaygroundGrid, setting: Setting, live: Sequence[dict] = ()) 
         for col, (metric, *_) in enumerate(PANELS):
             y = get(metric, setting)
             aux = get(AUX[metric][0], setting)
-            out[_trace_index(row, col, 0)] = (xs, y)
-            out[_trace_index(row, col, 1)] = (xs, aux)
-            out[_trace_index(row, col, 2)] = (np.array([x_now]), np.array([y[k_now]]))
-            out[_trace_index(row, col, 3)] = (np.array([p[free] for p in pts], dtype=float),
+            out[trace_index(row, col, 0)] = (xs, y)
+            out[trace_index(row, col, 1)] = (xs, aux)
+            out[trace_index(row, col, 2)] = (np.array([x_now]), np.array([y[k_now]]))
+            out[trace_index(row, col, 3)] = (np.array([p[free] for p in pts], dtype=float),
                                               np.array([_nan(p.get(metric)) for p in pts], dtype=float))
     return out
 
@@ -86,13 +87,13 @@ def _error_bars(grid: PlaygroundGrid, setting: Setting, free: str) -> tuple[list
 
 def panel_errors(grid: PlaygroundGrid, setting: Setting) -> dict[int, tuple[list, list]]:
     """Error bars (plus, minus) of the measured speedup traces of :func:`playground_figure`, by trace index."""
-    return {_trace_index(row, 2, 0): _error_bars(grid, setting, free)
+    return {trace_index(row, 2, 0): _error_bars(grid, setting, free)
             for row, free in enumerate(("ratio", "threshold"))}
 
 
 def figure_title(grid: PlaygroundGrid, setting: Setting) -> str:
     cell = grid.cell(setting)
-    return (f"{grid.name}: {setting.describe()} → speedup {fmt(cell['speedup'])}× measured "
+    return (f"{grid.name}: {setting.describe()}<br>→ speedup {fmt(cell['speedup'])}× measured "
             f"({fmt(cell.get('speedup_min'))}–{fmt(cell.get('speedup_max'))}), {fmt(cell.get('analytic_speedup'))}× "
             f"analytic limit")
 
@@ -112,8 +113,8 @@ def playground_figure(grid: PlaygroundGrid, setting: Setting | None = None, live
     setting = setting or grid.nearest()
     xy, errors = panel_xy(grid, setting, live), panel_errors(grid, setting)
     fig = make_subplots(rows=2, cols=3, horizontal_spacing=0.07, vertical_spacing=0.17,
-                        subplot_titles=[f"{title} vs skip ratio" for _, _, title, _, _ in PANELS]
-                        + [f"{title} vs threshold" for _, _, title, _, _ in PANELS])
+                        subplot_titles=[title for _, _, title, _, _ in PANELS] * 2)   # x titles name the knob
+    fig.update_annotations(font_size=13)
     for row in range(2):
         for col, (metric, name, _, _, color) in enumerate(PANELS):
             first = row == 0
@@ -132,10 +133,10 @@ def playground_figure(grid: PlaygroundGrid, setting: Setting | None = None, live
                            marker=dict(symbol="diamond", size=12, color=PALETTE["live"], line=dict(color="black", width=1))),
             ]
             for kind, trace in enumerate(traces):
-                x, y = xy[_trace_index(row, col, kind)]
+                x, y = xy[trace_index(row, col, kind)]
                 trace.x, trace.y = np.asarray(x, float).tolist(), np.asarray(y, float).tolist()   # lists: widget-safe
-                if _trace_index(row, col, kind) in errors:
-                    plus, minus = errors[_trace_index(row, col, kind)]
+                if trace_index(row, col, kind) in errors:
+                    plus, minus = errors[trace_index(row, col, kind)]
                     trace.error_y = dict(type="data", array=plus, arrayminus=minus, visible=True, thickness=1.5,
                                          width=4, color=color)
                 fig.add_trace(trace, row=row + 1, col=col + 1)
@@ -153,7 +154,7 @@ def playground_figure(grid: PlaygroundGrid, setting: Setting | None = None, live
     fig.update_xaxes(range=[min(grid.ratios) - 0.04, max(grid.ratios) + 0.04], row=1)
     fig.update_xaxes(range=[min(grid.thresholds) - 0.05, max(grid.thresholds) + 0.05], row=2)
     fig.update_layout(title=dict(text=figure_title(grid, setting), font=dict(size=14)), template="plotly_white",
-                      height=720, margin=dict(t=80, b=120, l=60, r=20),
+                      height=740, margin=dict(t=100, b=120, l=60, r=20),
                       legend=dict(orientation="h", y=-0.13, x=0, font=dict(size=11)))
     return fig
 

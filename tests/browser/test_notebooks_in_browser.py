@@ -137,7 +137,7 @@ SAME_AS_PRESET = ("(lambda g, p: g.nearest(p.ratio, p.threshold, p.max_draft, p.
 def playground(d: WidgetDriver) -> None:
     """04: every slider, the policy toggle, each preset (first moving away from it if it is the current setting),
     a live run, and last the model toggle."""
-    for label in ("skip ratio", "threshold", "max draft"):
+    for label in ("skip ratio", "threshold", "max draft γ"):
         d.slider(label)
     d.toggle("policy")
     for name in d.nb.kernel_json("list(lab.preset_buttons)"):

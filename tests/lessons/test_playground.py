@@ -1,75 +1,14 @@
-"""labkit.playground: the grid on a tiny random model, its file, the figures, and the widget glue.
-
-The model is a tiny random Llama saved with a character-level tokenizer, so ``load_model(path)``
-(used by the CLI and by "run live") reads it like any model folder; the search results it reads
-are a stub ``best.json`` in the format ``labkit.search.export_results`` writes.
-"""
+"""labkit.lessons.playground and labkit.viz.playground: the figures and the widget glue, on a grid measured on a
+tiny random model (tests/tiny_grid.py)."""
 import copy
-import json
-import time
 
 import numpy as np
 import pytest
 
-from labkit import SkipSet, load_model
-from labkit.artifacts.results import BUCKET_WIDTH, ratio_buckets
 from labkit.lessons import playground as pgl
 from labkit.measure import grid as pgm
 from labkit.viz import playground as pgv
-from tiny_models import save_tiny_model_folder
-
-
-PROMPTS = ["def add(a, b):\n    return", "for i in range(10):\n    print(i"]
-
-
-N_LAYERS = 4
-
-
-# one best set per bucket for ratios 0.25, 0.5 and 0.75 of the 8 blocks
-SETS = [SkipSet(attention=[3], mlp=[3]), SkipSet(attention=[2, 3], mlp=[2, 3]),
-        SkipSet(attention=[1, 2, 3], mlp=[1, 2, 3])]
-
-
-CONFIG = pgm.GridConfig(thresholds=(0.0, 0.5, 0.9), max_drafts=(2, 4), n_prompts=2, max_new_tokens=8, plain_every=5,
-                       cost_model_repeats=1, cost_model_sets=6)
-
-
-def write_search_stub(search_dir, key, sets):
-    """best.json as labkit.search.export_results writes it (only what best_skip_set reads, plus context)."""
-    buckets = []
-    for lo, hi in ratio_buckets():
-        inside = [s for s in sets if lo <= s.ratio(N_LAYERS) < hi]
-        best = ({"skip": inside[0].to_dict(), "ratio": inside[0].ratio(N_LAYERS), "n_skipped": inside[0].n_skipped,
-                 "value_ms_per_token": 1.0, "speedup": 1.0, "study": "stub", "trial": 0} if inside else None)
-        buckets.append({"lo": lo, "hi": hi, "n_trials": len(inside), "best": best})
-    folder = search_dir / key
-    folder.mkdir(parents=True)
-    (folder / "best.json").write_text(json.dumps({"model": key, "bucket_width": BUCKET_WIDTH, "n_layers": N_LAYERS,
-                                                  "overall": buckets[4]["best"], "buckets": buckets}))
-
-
-@pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
-    root = tmp_path_factory.mktemp("playground")
-    path = save_tiny_model_folder(root / "tiny4", n_layers=N_LAYERS)
-    write_search_stub(root / "search", "tiny4", SETS)
-    return {"path": str(path), "search_dir": root / "search", "root": root}
-
-
-@pytest.fixture(scope="module")
-def grid_data(tiny):
-    model, tokenizer = load_model(tiny["path"])
-    t0 = time.perf_counter()
-    data = pgm.compute_grid(model, tokenizer, model_name=tiny["path"], config=CONFIG, search_dir=tiny["search_dir"],
-                           prompt_texts=PROMPTS, progress=False)
-    print(f"tiny grid: {len(data['cells'])} cells in {time.perf_counter() - t0:.1f} s")
-    return data
-
-
-@pytest.fixture(scope="module")
-def grid(grid_data, tiny):
-    path = pgm.save_grid(grid_data, tiny["root"] / "grids" / "tiny4.json")
-    return pgm.load_grid(tiny["path"], path=path)
+from tiny_grid import CONFIG, N_LAYERS, PROMPTS, SETS, grid, grid_data, tiny  # noqa: F401 (fixtures)
 
 
 def plain_like(grid):
@@ -93,14 +32,14 @@ def test_figures_have_titles_axes_and_the_current_point(grid):
     assert len(fig.data) == 2 * 3 * 4 and fig.layout.title.text.startswith(grid.name)
     assert all(fig.layout[f"xaxis{i if i > 1 else ''}"].title.text for i in range(1, 7))
     assert all(fig.layout[f"yaxis{i if i > 1 else ''}"].title.text for i in range(1, 7))
-    star = fig.data[pgv._trace_index(0, 2, 2)]
+    star = fig.data[pgv.trace_index(0, 2, 2)]
     assert star.x[0] == s.ratio and star.y[0] == pytest.approx(grid.cell(s)["speedup"])
     for f in (pgv.heatmap_figure(grid), pgv.model_comparison_figure({"tiny": grid, "plain": plain_like(grid)})):
         assert f.layout.title.text and f.layout.xaxis.title.text and f.layout.yaxis.title.text
     answers = pgl.guiding_answers(grid, plain_like(grid))
     assert len(answers) == 3 and all(a["answer"] and a["look_at"] for a in answers)
     assert "plain" in answers[2]["question"]
-    speed = fig.data[pgv._trace_index(0, 2, 0)]                            # error bars: min-max of the repetitions
+    speed = fig.data[pgv.trace_index(0, 2, 0)]                            # error bars: min-max of the repetitions
     np.testing.assert_allclose(speed.error_y.array, grid.vs_ratio("speedup_max", s) - grid.vs_ratio("speedup", s))
     assert "within the noise" in pgv.heatmap_figure(grid).data[1].name
 
@@ -111,14 +50,14 @@ def playground(grid):
 
 
 def _star(p, row, col):
-    d = p.figure.data[pgv._trace_index(row, col, 2)]
+    d = p.figure.data[pgv.trace_index(row, col, 2)]
     return d.x[0], d.y[0]
 
 
 def test_each_slider_moves_the_plots_marker_and_readout(playground, grid):
     p = playground
-    top_speed = pgv._trace_index(0, 2, 0)
-    bottom_acc = pgv._trace_index(1, 0, 0)
+    top_speed = pgv.trace_index(0, 2, 0)
+    bottom_acc = pgv.trace_index(1, 0, 0)
     for r in grid.ratios:                                                   # skip ratio
         p.ratio_slider.value = r
         s = p.setting
@@ -190,15 +129,15 @@ def test_run_live_adds_a_point_to_the_plots(playground, grid):
     assert point["speedup"] > 0 and 0 <= point["acceptance_rate"] <= 1 and point["identical_to_plain"] is True
     assert point["speedup_min"] <= point["speedup"] <= point["speedup_max"]      # the plain loop's own noise
     assert point["vs_grid"] == pytest.approx(point["speedup"] / grid.cell(s)["speedup"])
-    live_top = p.figure.data[pgv._trace_index(0, 2, 3)]
-    live_bottom = p.figure.data[pgv._trace_index(1, 2, 3)]
+    live_top = p.figure.data[pgv.trace_index(0, 2, 3)]
+    live_bottom = p.figure.data[pgv.trace_index(1, 2, 3)]
     assert list(live_top.x) == [s.ratio] and live_top.y[0] == pytest.approx(point["speedup"])
     assert list(live_bottom.x) == [s.threshold]
     assert "live run" in p.readout.value and "live:" in p.status.value
     other = next(t for t in grid.thresholds if t != s.threshold)
     p.threshold_slider.value = other          # off the vs-ratio slice, still on the vs-threshold one
-    assert len(p.figure.data[pgv._trace_index(0, 2, 3)].x) == 0
-    assert list(p.figure.data[pgv._trace_index(1, 2, 3)].x) == [s.threshold]
+    assert len(p.figure.data[pgv.trace_index(0, 2, 3)].x) == 0
+    assert list(p.figure.data[pgv.trace_index(1, 2, 3)].x) == [s.threshold]
 
 
 def test_run_live_on_outside_prompts(grid):

@@ -1,50 +1,19 @@
-"""Notebook 03's figure builders and replayer, on traces of tiny random models (no shipped models needed)."""
+"""labkit.lessons.timeline: notebook 03's replayer and glue, on traces of tiny random models (tests/tiny_traces.py;
+no shipped models needed)."""
 from pathlib import Path
 
 import pytest
 import torch
 
-from labkit import (FixedK, SkipSet, speculative_generate)
+from labkit import SkipSet
 from labkit.artifacts import models as amod, prompts as aprm
 from labkit.lessons import timeline as tll
 from labkit.measure import speed as spd
 from labkit.viz import timeline as tlv
 from tiny_models import tiny_model
-
-
-VOCAB = 97
-
+from tiny_traces import TOK, VOCAB, StubTokenizer, greedy, model, prompt  # noqa: F401 (fixtures)
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-class StubTokenizer:
-    """decode([id]) with the awkward cases: spaces, newlines, HTML-special characters."""
-
-    SPECIAL = {0: " x", 1: "\n", 2: "<b>", 3: "a&b", 4: "    ", 5: ""}
-
-    def decode(self, ids):
-        return "".join(self.SPECIAL.get(int(i), f"t{int(i)}") for i in ids)
-
-
-TOK = StubTokenizer()
-
-
-@pytest.fixture(scope="module")
-def model():
-    return tiny_model("llama", n_layers=4, vocab_size=VOCAB)
-
-
-@pytest.fixture(scope="module")
-def prompt():
-    return torch.randint(0, VOCAB, (1, 6), generator=torch.Generator().manual_seed(3))
-
-
-@pytest.fixture(scope="module")
-def greedy(model, prompt):
-    # a heavy skip set and a fixed k: rejections *and* discarded tokens appear
-    return speculative_generate(model, prompt, skip=SkipSet(attention=[1, 2, 3], mlp=[2, 3]), policy=FixedK(4),
-                                max_new_tokens=40)
 
 
 def test_replayer_follows_the_slider(greedy):

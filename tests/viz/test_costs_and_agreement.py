@@ -1,40 +1,16 @@
-"""labkit.draft_lab: the figure builders and helpers of notebook 02, on tiny random models."""
+"""labkit.viz.costs and labkit.viz.agreement: the figures of notebook 02, on tiny random models (shared pieces in
+tests/tiny_probes.py)."""
 
 import pytest
 
 from labkit import SkipSet
 from labkit.measure import agreement as agr, analytic as ana
 from labkit.measure.agreement import AgreementProbe
-from labkit.measure.costmodel import CostModel, measure_cost_model
-from labkit.measure.robustness import greedy_elimination
+from labkit.measure.costmodel import measure_cost_model
 from labkit.viz import agreement as agrv, costs as costv
 from labkit.viz.style import PALETTE
-from tiny_models import ToyTokenizer, tiny_model
-
-
-def toy_cost_model(n_layers=4) -> CostModel:
-    return CostModel(
-        n_layers=n_layers, fixed_ms=1.0, attention_ms=[0.5] * n_layers, mlp_ms=[0.75] * n_layers,
-        layer_ms=[0.25] * n_layers, verify_ms=[7.0 + 0.5 * k for k in range(5)], full_step_ms=7.0, model="toy",
-        context=32, fit={"r2": 0.9, "n_sets": 10, "verify_raw_ms": [6.8 + 0.5 * k for k in range(5)]},
-        machine={"torch_threads": 1},
-    )
-
-
-@pytest.fixture(scope="module")
-def tiny():
-    return tiny_model("llama", n_layers=4, vocab_size=97, seed=0)
-
-
-@pytest.fixture(scope="module")
-def paths(tiny):
-    other = tiny_model("llama", n_layers=4, vocab_size=97, seed=1)
-    texts = ["def f(x):", "a longer prompt"]
-    out = {}
-    for name, model in (("a", tiny), ("b", other)):
-        probe = AgreementProbe.from_prompts(model, ToyTokenizer(), texts, n_tokens=8)
-        out[name] = greedy_elimination(probe, 4, progress=False)
-    return out
+from tiny_models import ToyTokenizer
+from tiny_probes import paths, tiny, toy_cost_model  # noqa: F401 (fixtures)
 
 
 def test_cost_breakdown_figure_stacks_every_block():
