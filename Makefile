@@ -31,7 +31,7 @@ app: $(STAMP)
 html: $(STAMP)
 	$(PY) -m labkit.notebooks html
 
-# full mode (longer runs, every sweep at full size): build/html-full/, about 6-8 minutes on 2 cores
+# full mode (longer runs, every sweep at full size): build/html-full/, about 11 minutes on 2 quiet cores
 html-full: $(STAMP)
 	$(PY) -m labkit.notebooks html --full
 

@@ -16,7 +16,8 @@ from ..viz.strategies import set_timeline_figure
 from ..viz.widgets import as_widget, update_widget
 
 __all__ = ["transfer_sentence", "acceptance_sentence", "winner_sentence", "overhead_sentence", "changes_sentence",
-           "where_each_wins", "set_changes", "lever_sentence", "joined_timeline", "most_changes", "SetExplorer"]
+           "where_each_wins", "set_changes", "lever_sentence", "joined_timeline", "most_changes", "state_lines",
+           "SetExplorer"]
 
 
 def _fmt(x: float, spec: str = ".2f") -> str:
@@ -122,6 +123,25 @@ def changes_sentence(method: str, matrix) -> str:
         return f"{method} drafted all {len(columns)} self-drafted steps with one set."
     return (f"{method} changed its set {n} time{'s' if n != 1 else ''} over {len(columns)} self-drafted steps, "
             f"using {distinct} different sets.")
+
+
+def state_lines(strategies: dict, source: str) -> list[str]:
+    """One line per strategy run on ``source`` (``strategies``: {(source, method): strategy}): the set it ended
+    on, what choosing cost, then its own bookkeeping (its estimates, e.g. a smoothed acceptance, not the measured
+    rates of the tables)."""
+    lines = []
+    for (src, method), strategy in strategies.items():
+        if src != source:
+            continue
+        state = dict(strategy.state())
+        head = (f"{method}: ends on {state.pop('skip')} ({state.pop('n_skipped')} blocks skipped); chose for "
+                f"{_fmt(state.pop('select_ms'), '.1f')} ms = {_fmt(100 * state.pop('select_share'), '.1f')} % of "
+                f"decode time")
+        state.pop("strategy", None)
+        own = ", ".join(f"{k.replace('_', ' ')} {_fmt(v, '.3g') if isinstance(v, float) else v}"
+                        for k, v in state.items())
+        lines.append(head + (f"; its own state: {own}" if own else ""))
+    return lines
 
 
 def where_each_wins(frame) -> list[str]:

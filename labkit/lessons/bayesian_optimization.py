@@ -11,10 +11,10 @@ from ..search.toy import ACQUISITIONS, FORRESTER_X_MIN, run_bo_1d
 from ..viz.bo import ACQUISITION_LABELS, acquisition_axis_title, bo_step_figure, step_title, step_trace_xy
 from ..viz.style import PALETTE
 from ..viz.widgets import as_widget, update_widget
-from .claims import join, who_wins
+from .claims import is_missing, join, ranking, who_wins
 
-__all__ = ["BOStepper", "first_step_sentence", "last_step_sentence", "exploration_sentences", "acquisition_sentence",
-           "sampler_sentence", "toy_ends_sentence", "ard_sentence", "sampler_declaration_note"]
+__all__ = ["BOStepper", "first_step_sentence", "last_step_sentence", "exploration_sentences", "exploration_view",
+           "acquisition_sentence", "sampler_sentence", "toy_ends_sentence", "ard_sentence", "sampler_declaration_note"]
 
 
 class BOStepper:
@@ -150,18 +150,37 @@ def exploration_sentences(table) -> str:
     return text.strip()
 
 
+def exploration_view(table):
+    """The exploration table for reading: the first BO step in the global basin as a whole number, or 'never'
+    (the table itself keeps None / NaN for the sentences and metrics)."""
+    column = "first BO step in the global basin"
+    return table.assign(**{column: ["never" if is_missing(k) else str(int(k)) for k in table[column]]})
+
+
 def acquisition_sentence(curves: dict, f_min: float, grid_floor: float) -> str:
     """Median final gap per acquisition over seeds, against random search; seeds left in the local basin."""
     finals = {k: float(np.median(v[:, -1] - f_min)) for k, v in curves.items()}
     spreads = {k: (float(np.min(v[:, -1] - f_min)), float(np.max(v[:, -1] - f_min))) for k, v in curves.items()}
-    text = who_wins(finals, lower_is_better=True, what="median final gap", spec=".2g", spreads=spreads,
-                    noise="the spread over seeds")
+    text = _tie_sentence(finals, grid_floor) or who_wins(finals, lower_is_better=True, what="median final gap",
+                                                         spec=".2g", spreads=spreads, noise="the spread over seeds")
     trapped = {k: int(np.sum(v[:, -1] - f_min > 1.0)) for k, v in curves.items()}
     stuck = [f"{k} on {n} of {len(curves[k])} seeds" for k, n in trapped.items() if n]
     text += (f" Ended outside the global basin (a gap above 1): {join(stuck)}." if stuck else
              " Every seed ends in the global basin (a gap below 1).")
     return text + (f" The floor at about {grid_floor:.1g} is the candidate grid's (step 0.002): its best point is "
                    f"that far above the true minimum.")
+
+
+def _tie_sentence(finals: dict, grid_floor: float) -> str:
+    """'A (g) and B (g) tie for the lowest median final gap …' when the best medians differ by no more than the
+    grid's floor (the grid cannot resolve a smaller difference); '' when one is lowest alone."""
+    order = ranking(finals, lower_is_better=True)
+    tied = [k for k in order if finals[k] - finals[order[0]] <= max(grid_floor, 1e-12)]
+    if len(tied) < 2:
+        return ""
+    rest = [f"{k} ({finals[k]:.2g})" for k in order if k not in tied]
+    return (f"{join([f'{k} ({finals[k]:.2g})' for k in tied])} tie for the lowest median final gap: they differ "
+            f"by no more than the grid's floor" + (f"; then {join(rest)}." if rest else "."))
 
 
 def sampler_sentence(curves: dict, n_trials: int, n_random: int = 10) -> str:

@@ -1,25 +1,27 @@
 """Notebook 02's sentences, written from the numbers they describe (see :mod:`labkit.lessons.claims`).
 
-What a forward costs and what dominates it, what verification costs, which single blocks the models cannot
-lose, whether the live search beat greedy elimination, whether the GP beat random search, how the predicted
-α relates to a run's accepted / drafted, and how the wall clock compares with the prediction. Notation:
-docs/notation.md.
+What a forward costs and what dominates it, how far the fitted per-layer costs spread, what verification costs,
+which single blocks the models cannot lose, whether the live search beat greedy elimination (and whether its set
+traded agreement for draft cost against greedy's set of the same size), whether the GP beat random search, how
+the predicted α relates to a run's accepted / drafted, and how the wall clock compares with the prediction; and
+the wall-clock table as a reader sees it. Notation: docs/notation.md.
 """
 from __future__ import annotations
 
 import statistics
 
 import numpy as np
+import pandas as pd
 
 from ..artifacts.prompts import repeated_share
 from ..core.skip import SkipSet
-from ..measure.analytic import expected_tokens_per_step
-from .claims import compare, join, who_wins
+from ..measure.analytic import expected_tokens_per_step, predict
+from .claims import compare, is_missing, join, who_wins
 
-__all__ = ["block_parameters", "cost_sentence", "verify_sentence", "single_block_sentence", "redundancy_sentence",
-           "path_ends_sentence", "search_history_sentence", "search_vs_greedy_sentence", "mask_sentence",
-           "sampler_sentence", "probe_repeated_share", "expected_accepted_per_drafted", "acceptance_sentence",
-           "wall_clock_sentence"]
+__all__ = ["block_parameters", "cost_sentence", "pooling_sentence", "verify_sentence", "single_block_sentence",
+           "redundancy_sentence", "path_ends_sentence", "search_history_sentence", "search_vs_greedy_sentence",
+           "mask_sentence", "set_tradeoff_sentence", "sampler_sentence", "probe_repeated_share",
+           "expected_accepted_per_drafted", "acceptance_sentence", "wall_clock_sentence", "wall_clock_table"]
 
 
 def block_parameters(model) -> dict[str, int]:
@@ -48,6 +50,40 @@ def cost_sentence(cost_model, params: dict[str, int]) -> str:
         return text + ("Time does not follow the weights: at this size each block's many small operations (per-call "
                        "overhead of PyTorch kernels) cost more than reading its weights.")
     return text + "Time roughly follows the weights here: reading them is a large part of a step."
+
+
+def pooling_sentence(cost_model, rel_tol: float = 1e-3) -> str:
+    """How far the fitted per-layer bars of each block type spread, whether any came out at 0 ms, and (from the
+    fit's record) which block types the partial pooling pooled completely. Bars within ``rel_tol`` of each other
+    (relative to their mean) count as equal."""
+    cm, L = cost_model, cost_model.n_layers
+    groups = (("attention", "attention", cm.attention_ms), ("mlp", "MLP", cm.mlp_ms),
+              ("layer", "layer-overhead", cm.layer_ms))
+    parts, zeros = [], 0
+    for _, label, values in groups:
+        lo, hi, mean = min(values), max(values), sum(values) / L
+        zeros += sum(v <= 0.0 for v in values)
+        if hi - lo <= rel_tol * max(abs(mean), 1e-12):
+            parts.append(f"all {L} {label} bars are {mean:.3f} ms")
+        else:
+            parts.append(f"the {L} {label} bars range from {lo:.3f} to {hi:.3f} ms (mean {mean:.3f})")
+    text = f"In this fit {join(parts)}"
+    text += f"; {zeros} bar{'s' if zeros != 1 else ''} came out at 0 ms." if zeros else "; no bar is at 0 ms."
+    pooling, shrink, n_sets = cm.fit.get("pooling"), cm.fit.get("shrinkage") or {}, cm.fit.get("n_sets")
+    if pooling == "full":
+        text += " The fit was asked for one cost per block type (pooling='full')."
+    elif pooling == "partial" and shrink and n_sets:
+        full = [label for key, label, _ in groups if shrink.get(key, 0.0) >= 1e6 * n_sets]
+        part = [label for key, label, _ in groups if 0.0 < shrink.get(key, 0.0) < 1e6 * n_sets]
+        said = []
+        if full:
+            said.append(f"pooled the {join(full)} costs completely (their layers' own estimates differed by no "
+                        f"more than the timing noise)")
+        if part:
+            said.append(f"pulled the {join(part)} costs part of the way towards one shared cost")
+        if said:
+            text += f" The fit {join(said)}."
+    return text
 
 
 def verify_sentence(verify_5: float, r2: float = 1.0) -> str:
@@ -170,6 +206,46 @@ def mask_sentence(masks: dict[str, SkipSet]) -> str:
     return text + "."
 
 
+def set_tradeoff_sentence(cost_model, search: tuple[SkipSet, float], greedy: tuple[SkipSet, float] | None,
+                          ms_rel_tol: float = 1e-3) -> str:
+    """The search's set against greedy elimination's set of the same size: which agrees more, which drafts
+    cheaper under ``cost_model``, and so whether one was traded for the other or one set is better on both.
+
+    ``search`` / ``greedy``: (skip set, α on the same probe); ``greedy`` None when the search skipped nothing.
+    Agreements are counts of positions, so any difference is real; draft costs within ``ms_rel_tol`` are level.
+    """
+    (s_skip, s_alpha) = search
+    if greedy is None:
+        return "The search's set skips nothing, so there is no greedy-elimination set of its size to compare with."
+    g_skip, g_alpha = greedy
+    s_ms, g_ms = cost_model.draft_ms(s_skip), cost_model.draft_ms(g_skip)
+    s_f, g_f = predict(cost_model, s_skip, s_alpha).ms_per_token, predict(cost_model, g_skip, g_alpha).ms_per_token
+    text = (f"With {s_skip.n_skipped} blocks skipped, the search's set agrees on {s_alpha:.1%} of the probe's "
+            f"positions and greedy elimination's on {g_alpha:.1%}; under the cost model a drafted token costs "
+            f"{s_ms:.3f} ms with the search's set and {g_ms:.3f} ms with greedy's (predicted f {s_f:.2f} against "
+            f"{g_f:.2f} ms/token). ")
+    more = 0 if abs(s_alpha - g_alpha) <= 1e-9 else (1 if s_alpha > g_alpha else -1)          # +1: search agrees more
+    cheaper = (0 if abs(s_ms - g_ms) <= ms_rel_tol * max(s_ms, g_ms, 1e-12)
+               else (1 if s_ms < g_ms else -1))                                             # +1: search drafts cheaper
+    missed = " Greedy elimination, one block at a time, missed a set of this size that agrees more."
+    if more > 0 and cheaper > 0:
+        return text + "The search's set is better on both counts: nothing was traded." + missed
+    if more > 0 and cheaper == 0:
+        return text + "The search's set agrees more at the same draft cost: nothing was traded." + missed
+    if more > 0:
+        return text + "The search traded a dearer draft for higher agreement." + missed
+    if more == 0 and cheaper > 0:
+        return text + ("The two agree equally often and the search's set drafts cheaper: nothing was traded (greedy "
+                       "elimination ranks sets by agreement alone and does not see the cost).")
+    if more == 0 and cheaper == 0:
+        return text + "The two sets are level on both counts."
+    if cheaper > 0:
+        return text + ("The search traded agreement for a cheaper draft: it scores f, not agreement, and a draft "
+                       "that is right less often can win if it costs a small enough fraction of a step.")
+    return text + ("Greedy elimination's set is at least as good on both counts: a set the search did not find in "
+                   "its trials.")
+
+
 def sampler_sentence(comparison: dict, n_trials: int) -> str:
     """GP against random search: median best ms/token over seeds, the seeds' spread as the noise."""
     names = {"gp": "GP", "random": "random search", "tpe": "TPE"}
@@ -238,3 +314,14 @@ def wall_clock_sentence(wall, predicted: float, expected_acc: float | None = Non
     text += (": " + "; ".join(reasons) if reasons else "") + ". "
     return text + ("Greedy speculative output was identical to plain decoding in every run."
                    if bool(wall["identical"].all()) else "But an output DIFFERED from plain decoding: a bug.")
+
+
+def wall_clock_table(wall, spec: str = ".3f", missing: str = "–"):
+    """The wall-clock frame of :func:`~labkit.measure.speed.measure_speedup` as a reader sees it: every float
+    to ``spec``, a value that does not apply (plain decoding's acceptance rate, NaN) as ``missing`` instead of
+    NaN. For display only: compute from the frame itself."""
+    out = wall.copy()
+    for column in out.columns:
+        if pd.api.types.is_float_dtype(out[column]):
+            out[column] = [missing if is_missing(float(v)) else format(float(v), spec) for v in out[column]]
+    return out

@@ -13,8 +13,8 @@ import numpy as np
 from ..measure.grid import PlaygroundGrid, Setting
 from .claims import direction, is_missing, join, num, overlaps, peak, trend, versus_range
 
-__all__ = ["guiding_answers", "peak_answer", "threshold_answer", "twin_answer", "peak_ratios", "best_found_sentence",
-           "live_sentence", "verify_cost_sentence", "summary", "bench_sentence"]
+__all__ = ["guiding_answers", "peak_answer", "threshold_answer", "threshold_ties", "twin_answer", "peak_ratios",
+           "best_found_sentence", "live_sentence", "verify_cost_sentence", "summary", "bench_sentence"]
 
 
 def _range(grid: PlaygroundGrid, setting: Setting) -> tuple[float, float]:
@@ -90,10 +90,21 @@ def threshold_answer(grid: PlaygroundGrid, s: Setting) -> str:
                  + (f". Above it accepted / drafted no longer rises ({num(acc[j])} → {num(acc[-1])}) while d keeps "
                     f"falling ({num(d[j])} → {num(d[-1])}) and the speedup drops to {num(sp[-1])}×: past that point "
                     f"a higher threshold only shortens the drafts." if above else "."))
+    elif ja in threshold_ties(grid, s):
+        text += (f"; at threshold {th[ja]:g}, where accepted / drafted is highest ({num(acc[ja])} against "
+                 f"{num(acc[j])}), the speedup's range overlaps it: within the noise the two are equally fast.")
     else:
         text += (f", not where accepted / drafted is highest ({num(acc[ja])} at threshold {th[ja]:g}, against "
                  f"{num(acc[j])} at {th[j]:g}): the extra acceptance there does not pay for the shorter drafts.")
     return text
+
+
+def threshold_ties(grid: PlaygroundGrid, s: Setting) -> list[int]:
+    """Indexes of the thresholds (on ``s``'s slice) other than the fastest whose speedup range overlaps the
+    fastest's: the noise cannot rank them."""
+    sp, lo, hi = (grid.vs_threshold(m, s) for m in ("speedup", "speedup_min", "speedup_max"))
+    j = int(np.nanargmax(sp))
+    return [k for k in range(len(sp)) if k != j and not is_missing(sp[k]) and overlaps((lo[k], hi[k]), (lo[j], hi[j]))]
 
 
 def verify_cost_sentence(grid: PlaygroundGrid) -> str:
@@ -124,11 +135,12 @@ def twin_answer(grid: PlaygroundGrid, other: PlaygroundGrid, s: Setting) -> str:
             f"peaks at {other.ratios[io]:.3f} with {num(sp_o[io])}× (min–max {num(lo_o)}–{num(hi_o)}), against "
             f"{num(sp[i])}× at {grid.ratios[i]:.3f} for {grid.name!r}. ")
     if hi_o < 1.0:
-        text += "Even its best cell stays below 1 beyond the noise: its drafts never pay for themselves here. "
+        text += ("Even its best cell on this slice stays below 1 beyond the noise: its drafts do not pay for "
+                 "themselves here. ")
     elif lo_o <= 1.0:
-        text += "Its best cell is within the noise of plain decoding (its range contains 1). "
+        text += "Its best cell on this slice is within the noise of plain decoding (its range contains 1). "
     else:
-        text += "Its best cell beats plain decoding beyond the noise. "
+        text += "Its best cell on this slice beats plain decoding beyond the noise. "
     lower = float(np.nanmean(acc_o)) < float(np.nanmean(acc)) - 0.05
     text += (f"Averaged over the skip ratios its accepted / drafted is {num(np.nanmean(acc_o))} against "
              f"{num(np.nanmean(acc))}: " + ("it keeps less of its agreement once blocks are skipped, which caps its "
@@ -196,6 +208,10 @@ def summary(grid: PlaygroundGrid, other: PlaygroundGrid | None, s: Setting) -> l
         bullets.append(f"The threshold trades acceptance against draft length. Here the fastest threshold "
                        f"({th[j]:g}) is also the one with the highest accepted / drafted; above it only the drafts "
                        f"shrink.")
+    elif ja in threshold_ties(grid, s):
+        bullets.append(f"The threshold trades acceptance against draft length: the fastest threshold here ({th[j]:g}) "
+                       f"and the one with the highest accepted / drafted ({th[ja]:g}) are within the noise of each "
+                       f"other.")
     else:
         bullets.append(f"The threshold trades acceptance against draft length: the fastest threshold here ({th[j]:g}) "
                        f"is not the one with the highest accepted / drafted ({th[ja]:g}).")
@@ -222,4 +238,6 @@ def bench_sentence(rows: list[dict]) -> str:
         r = ours[0]
         text += (f"; {r['method']} reaches {r['speedup_vs_generate']:.2f}x over `generate` and "
                  f"{r['speedup_vs_plain_loop']:.2f}x over the lab's plain loop")
-    return text + ". The benchmark's prompts and machine are in `data/bench/`; rerun it for yours."
+    return text + (". The benchmark decodes other prompts than the grid, and longer generations: a speedup depends on "
+                   "the text, so compare settings within one table, not across them. Its prompts and machine are in "
+                   "`data/bench/`; rerun it for yours.")

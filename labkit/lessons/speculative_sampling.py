@@ -99,7 +99,8 @@ def monte_carlo_sentence(rows: list[dict]) -> str:
     part = lambda sel: ", ".join(f"{r['rule']} ({_fmt_p(r['p_value'])})" for r in sel)        # noqa: E731
     head = f"With n = {rows[0]['n']:,} draws and a test at level {rows[0]['level']}, "
     if ok and bad:
-        return head + f"the output of {part(ok)} is consistent with p; {part(bad)} is not distributed as p."
+        verb = "is" if len(bad) == 1 else "are"
+        return head + f"the output of {part(ok)} is consistent with p; {part(bad)} {verb} not distributed as p."
     if ok:
         return head + f"every rule's output is consistent with p: {part(ok)} (the test cannot tell them apart here)."
     return head + f"no rule's output passes: {part(bad)}."

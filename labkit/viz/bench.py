@@ -10,7 +10,7 @@ __all__ = ["bench_figure"]
 
 def bench_figure(rows: list[dict], title: str = "Speedup over transformers' generate (greedy, batch 1)"):
     """Horizontal bars: speedup vs HF generate, min-max spread as error bars; 1.0 marked."""
-    labels = {"baseline": "plain decoding", "labkit": "labkit speculative", "transformers": "transformers built-in"}
+    labels = {"baseline": "plain decoding", "labkit": "labkit decoders", "transformers": "transformers built-in"}
     fig = go.Figure()
     for family in ("baseline", "transformers", "labkit"):
         sel = [r for r in rows if r["family"] == family and r["speedup_vs_generate"] is not None]

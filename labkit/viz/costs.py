@@ -43,12 +43,15 @@ def cost_breakdown_figure(cost_model, *, title: str | None = None) -> go.Figure:
     threads = cm.machine.get("torch_threads")
     sub = (f"one-token step of the full model = {cm.full_step_ms:.2f} ms"
            + (f" on {threads} thread{'s' if threads != 1 else ''}" if threads else "")
-           + (f"; block costs fitted over {cm.fit.get('n_sets', '?')} random skip sets, R² = {r2:.2f}"
+           + (f"; block costs fitted over {cm.fit.get('n_sets', '?')} skip sets, R² = {r2:.2f}"
               if r2 is not None and not math.isnan(r2) else ""))
+    scatter = any(max(v) - min(v) > 1e-3 * max(abs(sum(v) / L), 1e-12)
+                  for v in (cm.attention_ms, cm.mlp_ms, cm.layer_ms))
     if cm.fit.get("tied"):
         sub += "<br>tied: every layer at the mean of the fitted per-layer costs"
     elif r2 is not None and not math.isnan(r2) and r2 < 0.97:
-        sub += "<br>single layers scatter (a regression on noisy timings); their sums and the mean layer are reliable"
+        sub += ("<br>single layers scatter (a regression on noisy timings); their sums and the mean layer are reliable"
+                if scatter else "<br>a fit to noisy timings (R² below 0.97): read the totals rather than single bars")
     fig.update_layout(
         barmode="stack", title=title or f"Where one forward of {cm.model or 'the model'} spends its time<br>"
                                         f"<sup>{sub}</sup>",

@@ -142,7 +142,7 @@ def playground_figure(grid: PlaygroundGrid, setting: Setting | None = None, live
                 fig.add_trace(trace, row=row + 1, col=col + 1)
             if metric == "speedup":
                 fig.add_hline(y=1.0, line=dict(color="black", width=1, dash="dot"), row=row + 1, col=col + 1,
-                              annotation_text="plain decoding", annotation_position="bottom right",
+                              annotation_text="plain decoding", annotation_position="top left",
                               annotation_font_size=10)
     ranges = axis_ranges(grid)
     for row in range(2):
@@ -213,7 +213,7 @@ def model_comparison_figure(grids: dict[str, PlaygroundGrid], setting: Setting |
                                  line=dict(color=MODEL_COLORS[i % len(MODEL_COLORS)], dash="dash", width=1.5)),
                       row=1, col=2)
     fig.add_hline(y=1.0, line=dict(color="black", width=1, dash="dot"), row=1, col=2,
-                  annotation_text="plain decoding", annotation_position="bottom right")
+                  annotation_text="plain decoding", annotation_position="top left")
     fig.update_yaxes(title_text="accepted / drafted", range=[0, 1.05], row=1, col=1)
     fig.update_yaxes(title_text="speedup (× vs plain loop)", rangemode="tozero", row=1, col=2)
     fig.update_xaxes(title_text="skip ratio (fraction of the 2L blocks skipped)")

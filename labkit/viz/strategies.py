@@ -110,7 +110,7 @@ def set_timeline_figure(steps: Sequence[int], matrix: Sequence[Sequence[int]], n
         customdata=[[{-1: "no self-draft", 0: "kept", 1: "skipped"}[v] for v in row] for row in matrix],
     ))
     for name, color in (("skipped", PALETTE["skipped"]), ("kept", PALETTE["kept"]),
-                        ("no self-draft (lookup)", PALETTE["no_self_draft"])):
+                        ("no self-draft (lookup, or nothing drafted)", PALETTE["no_self_draft"])):
         fig.add_scatter(x=[None], y=[None], mode="markers", marker=dict(size=12, symbol="square", color=color),
                         name=name)
     fig.update_layout(title=title, width=FIGURE_WIDTH, height=170 + 22 * 2 * n_layers, xaxis_title="decoding step",

@@ -65,6 +65,7 @@ def test_early_exit_stops_at_eos_and_at_the_budget(model):
         assert torch.equal(out.sequences, hf_greedy(model, ids, max_new) if max_new else ids)
 
 
+@torch.no_grad()   # as speculative_generate runs it
 def test_shared_verify_gives_the_full_forwards_logits(model):
     """verify_forward (early layers kept from the draft + late layers) == one plain full forward."""
     ids = torch.randint(0, VOCAB, (1, 9), generator=torch.Generator().manual_seed(3))

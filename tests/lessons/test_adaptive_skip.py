@@ -3,6 +3,8 @@ import pandas as pd
 
 from labkit.lessons.adaptive_skip import (acceptance_sentence, changes_sentence, lever_sentence, overhead_sentence,
                                           set_changes, transfer_sentence, where_each_wins, winner_sentence)
+from labkit import SkipSet
+from labkit.lessons import adaptive_skip as say
 from labkit.measure.adaptive import PLAIN
 
 
@@ -106,3 +108,20 @@ def test_set_explorer_controls_change_the_picture():
     explorer.prompt.value = 0
     assert [list(r) for r in explorer.figure.data[0].z][3] == [1, 1, 1] and "one set" in explorer.note.value
     assert "in-context on stdlib prompt #0" in explorer.figure.layout.title.text
+
+
+def test_state_lines_read_each_strategy_of_the_source():
+    class Stub:
+        def __init__(self, extra):
+            self.extra = extra
+
+        def state(self):
+            return {"strategy": "x", "skip": SkipSet(attention=[1], mlp=[2]), "n_skipped": 2, "select_ms": 12.34,
+                    "select_share": 0.051, **self.extra}
+
+    strategies = {("packages", "on-the-fly"): Stub({"matchness": 0.9375, "phase": "settled"}),
+                  ("packages", "static"): Stub({}), ("stdlib", "knapsack"): Stub({"rate": 0.33})}
+    lines = say.state_lines(strategies, "packages")
+    assert len(lines) == 2 and lines[0].startswith("on-the-fly: ends on SkipSet(attention=[1], mlp=[2]) (2 blocks")
+    assert "12.3 ms = 5.1 % of decode time" in lines[0] and "matchness 0.938, phase settled" in lines[0]
+    assert "its own state" not in lines[1] and "rate" not in " ".join(lines)

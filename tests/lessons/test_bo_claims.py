@@ -32,6 +32,18 @@ def test_acquisition_sentence_counts_trapped_seeds():
     assert "Every seed ends in the global basin" in bc.acquisition_sentence(clean, f_min, 3e-4)
 
 
+def test_acquisition_sentence_calls_a_tie_within_the_grid_floor():
+    f_min, floor = -6.0, 3e-4
+    tied = {"EI": np.array([[0, -6.0 + floor]] * 3), "LCB": np.array([[0, -6.0 + floor]] * 3),
+            "random": np.array([[0, -5.6]] * 3)}
+    text = bc.acquisition_sentence(tied, f_min, floor)
+    assert text.startswith("EI (0.0003) and LCB (0.0003) tie for the lowest") and "then random (0.4)" in text
+    assert "has the lowest" not in text
+    tied["EI"] = np.array([[0, -6.0 + 10 * floor]] * 3)                 # LCB now lower by more than the floor
+    text = bc.acquisition_sentence(tied, f_min, floor)
+    assert text.startswith("LCB has the lowest median final gap (0.0003)") and "tie" not in text
+
+
 def test_exploration_sentences_follow_the_table():
     table = pd.DataFrame({"acquisition": ["EI", "LCB"], "setting": ["ξ = 0", "κ = 4"],
                           "found the global basin": [False, True], "gap to minimum": [5.0, 0.0003],
@@ -41,6 +53,13 @@ def test_exploration_sentences_follow_the_table():
     table["found the global basin"] = [True, True]
     table["first BO step in the global basin"] = [9, 4]
     assert "Trapped" not in bc.exploration_sentences(table) and "EI ξ = 0 at step 9" in bc.exploration_sentences(table)
+
+
+def test_exploration_view_says_never_instead_of_nan():
+    table = pd.DataFrame({"acquisition": ["EI", "LCB"], "first BO step in the global basin": [16.0, float("nan")]})
+    view = bc.exploration_view(table)
+    assert list(view["first BO step in the global basin"]) == ["16", "never"] and "NaN" not in view.to_string()
+    assert np.isnan(table["first BO step in the global basin"][1])     # the numeric table is left as it was
 
 
 def test_toy_ends_sentence_follows_the_costs():

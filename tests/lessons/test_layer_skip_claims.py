@@ -82,3 +82,58 @@ def test_wall_clock_sentence_gives_the_reasons_the_data_shows():
     assert "about as predicted or better" in text and "accepted far less" not in text
     bad = wall.assign(identical=[True, False, True])
     assert "DIFFERED" in ls.wall_clock_sentence(bad, 1.27)
+
+
+def test_pooling_sentence_describes_the_bars_it_is_given():
+    pooled = cost(0.23, 0.17)
+    pooled.n_layers = 8
+    pooled.fit = {"r2": 0.999, "pooling": "partial", "n_sets": 42,
+                  "shrinkage": {"attention": 42e6, "mlp": 42e6, "layer": 3.5}}
+    text = ls.pooling_sentence(pooled)
+    assert "all 8 attention bars are 0.230 ms" in text and "all 8 MLP bars are 0.170 ms" in text
+    assert "no bar is at 0 ms" in text and "range" not in text
+    assert "pooled the attention and MLP costs completely" in text and "layer-overhead costs part of the way" in text
+    scattered = cost(0.23, 0.17)
+    scattered.n_layers = 8
+    scattered.attention_ms = [0.0, 0.1, 0.2, 0.3, 0.3, 0.3, 0.3, 0.34]
+    scattered.fit = {"r2": 0.9, "pooling": "partial", "n_sets": 42,
+                     "shrinkage": {"attention": 0.5, "mlp": 0.5, "layer": 0.5}}
+    text = ls.pooling_sentence(scattered)
+    assert "the 8 attention bars range from 0.000 to 0.340 ms" in text and "1 bar came out at 0 ms" in text
+    assert "completely" not in text and "attention, MLP and layer-overhead costs part of the way" in text
+    unpooled = SimpleNamespace(**{**vars(scattered), "fit": {"pooling": "none"}})
+    assert "pooled" not in ls.pooling_sentence(unpooled) and "pulled" not in ls.pooling_sentence(unpooled)
+
+
+def tradeoff_model():
+    from labkit.measure.costmodel import CostModel
+    return CostModel(n_layers=2, fixed_ms=0.5, attention_ms=[0.2, 0.2], mlp_ms=[0.2, 0.2], layer_ms=[0.1, 0.1],
+                     verify_ms=[2.0 + 0.1 * k for k in range(6)], full_step_ms=1.9)
+
+
+def test_set_tradeoff_sentence_turns_with_agreement_and_cost():
+    cm = tradeoff_model()
+    whole_layer = SkipSet(attention=[0], mlp=[0])          # saves layer 0's overhead too: the cheaper draft
+    split = SkipSet(attention=[0], mlp=[1])
+    both = ls.set_tradeoff_sentence(cm, (whole_layer, 0.828), (split, 0.760))
+    assert "the search's set agrees on 82.8%" in both and "greedy elimination's on 76.0%" in both
+    assert "better on both counts: nothing was traded" in both and "missed a set of this size" in both
+    assert "traded agreement for a cheaper draft" in ls.set_tradeoff_sentence(cm, (whole_layer, 0.70), (split, 0.76))
+    assert "traded a dearer draft for higher agreement" in ls.set_tradeoff_sentence(cm, (split, 0.83), (whole_layer, 0.76))
+    worse = ls.set_tradeoff_sentence(cm, (split, 0.70), (whole_layer, 0.76))
+    assert "Greedy elimination's set is at least as good on both counts" in worse and "nothing was traded" not in worse
+    same_cost = ls.set_tradeoff_sentence(cm, (SkipSet(attention=[0]), 0.9), (SkipSet(attention=[1]), 0.8))
+    assert "agrees more at the same draft cost" in same_cost
+    assert "agree equally often and the search's set drafts cheaper" in ls.set_tradeoff_sentence(
+        cm, (whole_layer, 0.8), (split, 0.8))
+    assert "level on both counts" in ls.set_tradeoff_sentence(cm, (split, 0.8), (split, 0.8))
+    assert "skips nothing" in ls.set_tradeoff_sentence(cm, (SkipSet(), 1.0), None)
+
+
+def test_wall_clock_table_shows_a_dash_not_nan():
+    wall = pd.DataFrame({"ms_per_token": [3.886, 4.4721], "speedup": [1.0, 0.869], "acceptance_rate": [float("nan"), 0.441],
+                         "identical": [True, True]}, index=["plain decoding", "fixed"])
+    shown = ls.wall_clock_table(wall)
+    assert shown.loc["plain decoding", "acceptance_rate"] == "–" and shown.loc["fixed", "acceptance_rate"] == "0.441"
+    assert shown.loc["fixed", "ms_per_token"] == "4.472" and "NaN" not in shown.to_string()
+    assert bool(shown["identical"].all()) and wall["acceptance_rate"].isna().iloc[0]     # the data is untouched

@@ -32,6 +32,12 @@ def test_threshold_answer_separates_fastest_and_most_accepted():
     together = make_grid(lambda i, j: [1.1, 1.5, 1.2][j], acceptance=lambda i, j: [0.6, 0.95, 0.94][j])
     text = pc.threshold_answer(together, S)
     assert "which is also (within 0.01) where accepted / drafted is highest" in text and "only shortens" in text
+    # the same ranking inside the noise (ranges overlap): the sentence says the two cannot be told apart
+    noisy = make_grid(lambda i, j: [1.5, 1.45, 1.44][j], acceptance=lambda i, j: [0.6, 0.8, 0.95][j], noise=0.05)
+    assert pc.threshold_ties(noisy, S) == [1, 2] and pc.threshold_ties(apart, S) == []
+    text = pc.threshold_answer(noisy, S)
+    assert "within the noise the two are equally fast" in text and "does not pay" not in text
+    assert "within the noise of each other" in pc.summary(noisy, None, S)[1]
 
 
 def test_verify_cost_sentence_reports_the_measured_c_v():
@@ -43,7 +49,7 @@ def test_verify_cost_sentence_reports_the_measured_c_v():
 def test_twin_answer_and_best_found():
     twin = make_grid(lambda i, j: 0.8, acceptance=lambda i, j: 0.4, name="plain")
     text = pc.twin_answer(make_grid(HUMP), twin, S)
-    assert "stays below 1 beyond the noise" in text and "keeps less of its agreement" in text
+    assert "best cell on this slice stays below 1 beyond the noise" in text and "keeps less of its agreement" in text
     good_twin = make_grid(lambda i, j: 1.3, name="plain")
     assert "beats plain decoding beyond the noise" in pc.twin_answer(make_grid(HUMP), good_twin, S)
     near_one = make_grid(lambda i, j: 1.01, name="plain")

@@ -24,6 +24,9 @@ def test_cost_breakdown_figure_stacks_every_block():
     assert "7.00 ms" in fig.layout.title.text and "noisy" in fig.layout.title.text      # R^2 0.9 < 0.97
     assert "attention block (2.00 ms in all, 29%)" == att.name
     assert fig.layout.xaxis.title.text and fig.layout.yaxis.title.text
+    assert "10 skip sets" in fig.layout.title.text and "scatter" not in fig.layout.title.text   # equal bars
+    cm.attention_ms = [0.0, 0.5, 0.5, 1.0]
+    assert "single layers scatter" in costv.cost_breakdown_figure(cm).layout.title.text
 
 
 def test_cost_figures_accept_a_measured_cost_model(tiny):
