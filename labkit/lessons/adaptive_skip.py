@@ -136,7 +136,7 @@ def state_lines(strategies: dict, source: str) -> list[str]:
         state = dict(strategy.state())
         head = (f"{method}: ends on {state.pop('skip')} ({state.pop('n_skipped')} blocks skipped); chose for "
                 f"{_fmt(state.pop('select_ms'), '.1f')} ms = {_fmt(100 * state.pop('select_share'), '.1f')} % of "
-                f"decode time")
+                f"the decode time it saw (its own ledger, over every call; the table's share is per measured run)")
         state.pop("strategy", None)
         own = ", ".join(f"{k.replace('_', ' ')} {_fmt(v, '.3g') if isinstance(v, float) else v}"
                         for k, v in state.items())

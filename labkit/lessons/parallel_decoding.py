@@ -57,7 +57,10 @@ def speed_sentence(frame, reference: str | None = None) -> str:
         parts.append(f"faster than the {reference}: {', '.join(faster)}")
     if slower:
         parts.append(f"not faster than the {reference}: {', '.join(slower)}")
-    return "Wall clock on this machine (median of the interleaved repetitions) — " + "; ".join(parts) + "."
+    single = {"ms_min", "ms_max"} <= set(frame.columns) and bool((frame["ms_min"] == frame["ms_max"]).all())
+    head = ("Wall clock on this machine (one run, so no spread: a difference of a few percent may be noise) — "
+            if single else "Wall clock on this machine (median of the interleaved repetitions) — ")
+    return head + "; ".join(parts) + "."
 
 
 def why_sentence(stats: dict, label: str = "vanilla Jacobi") -> str:

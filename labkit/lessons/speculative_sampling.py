@@ -136,7 +136,7 @@ def sweep_sentences(frame) -> list[str]:
     gap = (frame["measured_speedup"] - frame["predicted_speedup_cv"]).abs().max()
     out.append(f"The measured speedup is below Leviathan's E / (γc + 1) at {below} of {n} temperatures; that formula "
                f"charges a verify step as one plain step, and here one costs c_v = {lo:.2f}–{hi:.2f} plain steps "
-               f"({cost}). With the measured c_v, E / (γc + c_v) is within {gap:.2f} of the measured speedup at "
+               f"({cost}). With the measured c_v, E / (γc + c_v) is within {math.ceil(gap * 100) / 100:.2f} of the measured speedup at "
                f"every temperature.")
     return out
 

@@ -88,7 +88,7 @@ def verify_cost_figure(cost_model, *, highlight: int = 5, title: str | None = No
         fig.add_annotation(x=highlight, y=v, text=f"verifying {highlight} tokens costs {v:.1f} one-token steps",
                            showarrow=True, arrowhead=2, ax=60, ay=-70, bgcolor="white")
     fig.update_layout(
-        title=title or (f"Checking n tokens at once costs about one step, not n<br><sup>one-token step = {full:.2f} ms; "
+        title=title or (f"Checking n tokens at once costs far less than n steps<br><sup>one-token step = {full:.2f} ms; "
                         f"KV cache of {cm.context} tokens</sup>"),
         xaxis_title="tokens in the forward (the pending token + drafted tokens)",
         yaxis_title="cost in one-token steps (ms / one-token step ms)",

@@ -123,5 +123,5 @@ def test_state_lines_read_each_strategy_of_the_source():
                   ("packages", "static"): Stub({}), ("stdlib", "knapsack"): Stub({"rate": 0.33})}
     lines = say.state_lines(strategies, "packages")
     assert len(lines) == 2 and lines[0].startswith("on-the-fly: ends on SkipSet(attention=[1], mlp=[2]) (2 blocks")
-    assert "12.3 ms = 5.1 % of decode time" in lines[0] and "matchness 0.938, phase settled" in lines[0]
+    assert "12.3 ms = 5.1 % of the decode time it saw" in lines[0] and "matchness 0.938, phase settled" in lines[0]
     assert "its own state" not in lines[1] and "rate" not in " ".join(lines)

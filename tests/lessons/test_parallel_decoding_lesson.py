@@ -34,6 +34,9 @@ def test_speed_sentence_follows_the_numbers():
     text = lesson.speed_sentence(frame(0.97, 0.78, 0.52, [1.0, 1.2, 1.1, 0.7]))
     assert "faster than the plain loop: jacobi, pad (1.20×), gauss-seidel, self-draft (1.10×)" in text
     assert "not faster than the plain loop: self-speculative (0.70×)" in text
+    assert "median of the interleaved repetitions" in text
+    once = frame(0.97, 0.78, 0.52, [1.0, 1.2, 1.1, 0.7]).assign(ms_min=1.0, ms_max=1.0)   # one repetition: no spread
+    assert "one run, so no spread" in lesson.speed_sentence(once)
 
 
 def test_why_sentence_follows_the_numbers():
