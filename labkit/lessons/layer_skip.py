@@ -11,17 +11,16 @@ from __future__ import annotations
 import statistics
 
 import numpy as np
-import pandas as pd
 
 from ..artifacts.prompts import repeated_share
 from ..core.skip import SkipSet
 from ..measure.analytic import expected_tokens_per_step, predict
-from .claims import compare, is_missing, join, who_wins
+from .claims import compare, join, who_wins
 
 __all__ = ["block_parameters", "cost_sentence", "pooling_sentence", "verify_sentence", "single_block_sentence",
            "redundancy_sentence", "path_ends_sentence", "search_history_sentence", "search_vs_greedy_sentence",
            "mask_sentence", "set_tradeoff_sentence", "sampler_sentence", "probe_repeated_share",
-           "expected_accepted_per_drafted", "acceptance_sentence", "wall_clock_sentence", "wall_clock_table"]
+           "expected_accepted_per_drafted", "acceptance_sentence", "wall_clock_sentence"]
 
 
 def block_parameters(model) -> dict[str, int]:
@@ -314,14 +313,3 @@ def wall_clock_sentence(wall, predicted: float, expected_acc: float | None = Non
     text += (": " + "; ".join(reasons) if reasons else "") + ". "
     return text + ("Greedy speculative output was identical to plain decoding in every run."
                    if bool(wall["identical"].all()) else "But an output DIFFERED from plain decoding: a bug.")
-
-
-def wall_clock_table(wall, spec: str = ".3f", missing: str = "–"):
-    """The wall-clock frame of :func:`~labkit.measure.speed.measure_speedup` as a reader sees it: every float
-    to ``spec``, a value that does not apply (plain decoding's acceptance rate, NaN) as ``missing`` instead of
-    NaN. For display only: compute from the frame itself."""
-    out = wall.copy()
-    for column in out.columns:
-        if pd.api.types.is_float_dtype(out[column]):
-            out[column] = [missing if is_missing(float(v)) else format(float(v), spec) for v in out[column]]
-    return out

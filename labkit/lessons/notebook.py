@@ -15,10 +15,12 @@ import platform
 import time
 from pathlib import Path
 
+import pandas as pd
+
 from ..artifacts.models import SHIPPED_MODELS
 from ..artifacts.paths import BUILD_DIR, MODELS_DIR, NOTEBOOK_DIR, SEARCH_DIR
 
-__all__ = ["record_metrics", "save_png", "execute_notebook", "notebook_paths", "versions", "where_things_are", "main"]
+__all__ = ["record_metrics", "display_table", "save_png", "execute_notebook", "notebook_paths", "versions", "where_things_are", "main"]
 
 
 def _clean(value):
@@ -41,6 +43,19 @@ def record_metrics(notebook: str, metrics: dict, output_dir: str | Path) -> Path
     payload = {"notebook": notebook, "written_at": time.strftime("%Y-%m-%dT%H:%M:%S"), "metrics": _clean(metrics)}
     path.write_text(json.dumps(payload, indent=2))
     return path
+
+
+def display_table(frame: pd.DataFrame, spec: str = ".3f", missing: str = "–") -> pd.DataFrame:
+    """``frame`` as a reader sees it: every float to ``spec``, a value that does not apply (NaN, None: plain
+    decoding's acceptance, say) as ``missing``. For display only; compute from the frame itself."""
+    out = frame.copy()
+    for column in out.columns:
+        values = out[column]
+        if pd.api.types.is_float_dtype(values):
+            out[column] = [missing if math.isnan(v) else format(v, spec) for v in values]
+        elif values.dtype == object:
+            out[column] = [missing if v is None or (isinstance(v, float) and math.isnan(v)) else v for v in values]
+    return out
 
 
 def save_png(fig, path: str | Path, width: int = 1000, height: int | None = None) -> Path | None:

@@ -4,6 +4,7 @@ from types import SimpleNamespace
 
 from labkit import SkipSet
 from labkit.lessons import layer_skip as ls
+from labkit.lessons.notebook import display_table
 
 
 def cost(att, mlp, r2=0.98, fixed=0.6):
@@ -130,10 +131,10 @@ def test_set_tradeoff_sentence_turns_with_agreement_and_cost():
     assert "skips nothing" in ls.set_tradeoff_sentence(cm, (SkipSet(), 1.0), None)
 
 
-def test_wall_clock_table_shows_a_dash_not_nan():
+def test_display_table_shows_a_dash_not_nan():
     wall = pd.DataFrame({"ms_per_token": [3.886, 4.4721], "speedup": [1.0, 0.869], "acceptance_rate": [float("nan"), 0.441],
                          "identical": [True, True]}, index=["plain decoding", "fixed"])
-    shown = ls.wall_clock_table(wall)
+    shown = display_table(wall)
     assert shown.loc["plain decoding", "acceptance_rate"] == "–" and shown.loc["fixed", "acceptance_rate"] == "0.441"
     assert shown.loc["fixed", "ms_per_token"] == "4.472" and "NaN" not in shown.to_string()
     assert bool(shown["identical"].all()) and wall["acceptance_rate"].isna().iloc[0]     # the data is untouched
