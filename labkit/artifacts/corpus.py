@@ -1,20 +1,26 @@
-"""The lab's text: the running interpreter's standard library source.
+"""The lab's text: the running interpreter's standard library source, and optionally installed packages' source.
 
-Every Python installation carries it, so the lab can train its own model and build
+Every Python installation carries the stdlib, so the lab can train its own model and build
 held-out prompts (:mod:`labkit.artifacts.prompts`) without downloading anything. Files are split into train and validation
 *by file* with a deterministic rule (a hash of the path relative to the stdlib root), so a
-validation file never contributes a single token to training.
+validation file never contributes a single token to training. An installed package's ``*.py`` files
+(:func:`package_files`, tests and vendored code left out) are split the same way, by a hash of
+'package/relative/path.py': a broader corpus for training, never one of the outside-prompt packages.
 """
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import sysconfig
 from pathlib import Path
 
-__all__ = ["stdlib_root", "corpus_files", "split_of", "read_split", "corpus_stats"]
+__all__ = ["stdlib_root", "corpus_files", "split_of", "read_split", "corpus_stats", "package_folder", "package_files",
+           "PACKAGE_EXCLUDED_DIRS"]
 
 #: Folders never used: test suites (often generated or huge literal data) and installed packages.
 EXCLUDED_DIRS = frozenset({"test", "tests", "idle_test", "site-packages", "dist-packages", "__pycache__"})
+#: Folders of an installed package never used: its test suites and code vendored from other projects.
+PACKAGE_EXCLUDED_DIRS = EXCLUDED_DIRS | {"testing", "_testing", "externals", "_vendored", "vendor"}
 #: One file in VALIDATION_MODULUS (by path hash) is held out for validation and prompts.
 VALIDATION_MODULUS = 20
 #: Files larger than this are skipped (a few generated tables dwarf everything else).
@@ -46,6 +52,30 @@ def corpus_files(split: str | None = None, root: Path | None = None) -> list[Pat
         if path.stat().st_size > MAX_FILE_BYTES:
             continue
         if split is None or split_of(rel.as_posix()) == split:
+            files.append(path)
+    return files
+
+
+def package_folder(import_name: str) -> Path:
+    """The folder of an installed package, found without importing it; ModuleNotFoundError naming it if absent."""
+    spec = importlib.util.find_spec(import_name)
+    if spec is None or not spec.submodule_search_locations:
+        raise ModuleNotFoundError(f"package {import_name!r} is not installed (or is a single module, not a package)")
+    return Path(list(spec.submodule_search_locations)[0]).resolve()
+
+
+def package_files(import_name: str, split: str | None = None) -> list[Path]:
+    """Sorted ``*.py`` files of an installed package without tests, vendored code or files over MAX_FILE_BYTES;
+    ``split`` picks 'train' or 'validation' by the hash of 'package/relative/path.py'."""
+    if split not in (None, "train", "validation"):
+        raise ValueError(f"split must be 'train', 'validation' or None, got {split!r}")
+    folder = package_folder(import_name)
+    files = []
+    for path in sorted(folder.rglob("*.py")):
+        rel = path.relative_to(folder.parent)
+        if any(part in PACKAGE_EXCLUDED_DIRS for part in rel.parts[:-1]) or path.name == "conftest.py":
+            continue
+        if path.stat().st_size <= MAX_FILE_BYTES and (split is None or split_of(rel.as_posix()) == split):
             files.append(path)
     return files
 

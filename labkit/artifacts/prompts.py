@@ -18,7 +18,6 @@ from __future__ import annotations
 import ast
 import hashlib
 import importlib.metadata
-import importlib.util
 import json
 import platform
 from dataclasses import dataclass
@@ -29,7 +28,7 @@ import torch
 
 from ..core.cache import new_cache
 from ..core.forward import check_inputs, forward_tokens
-from .corpus import EXCLUDED_DIRS, MAX_FILE_BYTES, corpus_files, stdlib_root
+from .corpus import PACKAGE_EXCLUDED_DIRS, corpus_files, package_files, package_folder, stdlib_root
 
 __all__ = ["Prompt", "prompts", "benchmark_prompts", "pick_prompt", "PROMPT_OFFSET", "OUTSIDE_PACKAGES",
            "BUILTIN_SOURCES", "package_prompts", "read_prompt_file", "source_info", "source_label",
@@ -44,8 +43,6 @@ PROMPT_OFFSET = 24
 OUTSIDE_PACKAGES = (("optuna", "optuna"), ("tqdm", "tqdm"), ("papermill", "papermill"), ("nbconvert", "nbconvert"),
                     ("ipywidgets", "ipywidgets"), ("ipykernel", "ipykernel"), ("jupyterlab", "jupyterlab"))
 BUILTIN_SOURCES = ("stdlib", "packages")
-#: Folders of a package never used: its test suites and code vendored from other projects.
-PACKAGE_EXCLUDED_DIRS = EXCLUDED_DIRS | {"testing", "_testing", "externals", "_vendored", "vendor"}
 #: A line holding only this separates two prompts of a ``.txt`` prompt file.
 TXT_SEPARATOR = "---"
 
@@ -105,12 +102,12 @@ def _stdlib_prompts(seed: int, root: Path | None) -> list[Prompt]:
 # outside prompts: installed third-party packages
 # ---------------------------------------------------------------------------------------
 def _package_folder(import_name: str) -> Path:
-    spec = importlib.util.find_spec(import_name)           # finds the package without importing it
-    if spec is None or not spec.submodule_search_locations:
+    try:
+        return package_folder(import_name)
+    except ModuleNotFoundError:
         raise ModuleNotFoundError(f"package {import_name!r} (an outside-prompt source, see "
                                   f"labkit.artifacts.prompts.OUTSIDE_PACKAGES) is not installed; "
-                                  f"reinstall the lab: pip install -e .")
-    return Path(list(spec.submodule_search_locations)[0]).resolve()
+                                  f"reinstall the lab: pip install -e .") from None
 
 
 def package_prompts(import_name: str, seed: int = 0) -> list[Prompt]:
@@ -118,12 +115,8 @@ def package_prompts(import_name: str, seed: int = 0) -> list[Prompt]:
     in the order fixed by ``seed``; sources read 'package/relative/path.py:line:name'."""
     folder = _package_folder(import_name)
     candidates = []
-    for path in sorted(folder.rglob("*.py")):
-        rel = path.relative_to(folder.parent)
-        if any(part in PACKAGE_EXCLUDED_DIRS for part in rel.parts[:-1]) or path.name == "conftest.py":
-            continue
-        if path.stat().st_size <= MAX_FILE_BYTES:
-            candidates.extend(_function_prompts(path, folder.parent))
+    for path in package_files(import_name):
+        candidates.extend(_function_prompts(path, folder.parent))
     return _hash_order(candidates, seed)
 
 

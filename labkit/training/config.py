@@ -52,6 +52,14 @@ class TrainConfig:
     work_dir: str = ""                  # checkpoints; default: data/checkpoints/<name>
     tokenizer_dir: str = ""             # default: data/tokenizer (trained once, shared)
     corpus_root: str = ""               # default: the running interpreter's stdlib
+    corpus_packages: str = ""           # + these installed packages' source, comma-separated import names
+                                        # (never an outside-prompt package); "" = the stdlib alone
+    package_bytes: int = 4_000_000      # at most this much source per package and split (files in hash order)
+    init_from: str = ""                 # a model folder (same shape and tokenizer) whose weights start the run
+
+    @property
+    def packages(self) -> tuple[str, ...]:
+        return tuple(p.strip() for p in self.corpus_packages.split(",") if p.strip())
 
     @property
     def steps(self) -> int:

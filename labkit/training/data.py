@@ -1,16 +1,20 @@
 """The training text: a byte-level BPE tokenizer trained on the stdlib's training split, the splits as token
-streams, and the batch of any step as a pure function of (seed, step), so a resumed run sees the same data."""
+streams (the stdlib, plus installed packages' source when a config names them), and the batch of any step as a
+pure function of (seed, step), so a resumed run sees the same data."""
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
 import torch
 
-from ..artifacts.corpus import read_split
+from ..artifacts.corpus import package_files, read_split
+from ..artifacts.prompts import OUTSIDE_PACKAGES
 from ..artifacts.paths import TOKENIZER_DIR
 from .config import EOS_TOKEN, TrainConfig
 
-__all__ = ["train_tokenizer", "load_or_train_tokenizer", "encode_split", "batch_at"]
+__all__ = ["train_tokenizer", "load_or_train_tokenizer", "encode_split", "package_texts", "check_packages",
+           "batch_at"]
 
 
 def train_tokenizer(texts: list[str], vocab_size: int, out_dir: Path):
@@ -43,11 +47,43 @@ def load_or_train_tokenizer(cfg: TrainConfig, corpus_root):
     return train_tokenizer(read_split("train", corpus_root), cfg.vocab_size, tok_dir)
 
 
-def encode_split(tokenizer, split: str, corpus_root) -> torch.Tensor:
-    """All files of a split as one stream of token ids, files separated by EOS."""
+def check_packages(packages: tuple[str, ...]) -> None:
+    """Fail before any work: every name installed, none of them an outside-prompt package (held out whole)."""
+    outside = {name for _, name in OUTSIDE_PACKAGES}
+    for name in packages:
+        if name in outside:
+            raise ValueError(f"corpus_packages: {name!r} is an outside-prompt package (labkit.artifacts.prompts."
+                             f"OUTSIDE_PACKAGES); it stays out of training so its prompts stay outside")
+        package_files(name)                                    # ModuleNotFoundError naming it if absent
+
+
+def package_texts(name: str, split: str, max_bytes: int) -> list[str]:
+    """A package's files of ``split`` in the order of a hash of their paths (so a cap takes a spread of the
+    package, not its alphabetically first folders), added while they fit in ``max_bytes``."""
+    files = sorted(package_files(name, split), key=lambda p: hashlib.sha1(p.as_posix().encode()).hexdigest())
+    texts, used = [], 0
+    for path in files:
+        size = path.stat().st_size
+        if used + size <= max_bytes:
+            texts.append(path.read_text(encoding="utf-8", errors="replace"))
+            used += size
+    return texts
+
+
+def encode_split(tokenizer, split: str, corpus_root, packages: tuple[str, ...] = (),
+                 max_bytes: int = 4_000_000) -> torch.Tensor:
+    """All files of a split as one stream of token ids, files separated by EOS. 'train': the stdlib's, then each
+    package's (at most ``max_bytes`` of source per package); 'validation': the stdlib's alone (the figure every
+    model card compares); 'validation_packages': the packages' validation files (a twentieth of ``max_bytes`` each)."""
     eos = tokenizer.eos_token_id
+    if split == "validation_packages":
+        texts = [t for name in packages for t in package_texts(name, "validation", max_bytes // 20)]
+    else:
+        texts = read_split(split, corpus_root)
+        if split == "train":
+            texts += [t for name in packages for t in package_texts(name, "train", max_bytes)]
     ids: list[int] = []
-    for text in read_split(split, corpus_root):
+    for text in texts:
         ids.extend(tokenizer(text, add_special_tokens=False)["input_ids"])
         ids.append(eos)
     return torch.tensor(ids, dtype=torch.int32)

@@ -9,6 +9,7 @@ output folder resumes from it (batches are a pure function of the step).
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import json
 import math
 import platform
@@ -25,7 +26,7 @@ from ..artifacts.corpus import corpus_stats
 from ..artifacts.paths import CHECKPOINTS_DIR, MODELS_DIR
 from ..core.skip import parse_skip_set
 from .config import TrainConfig
-from .data import batch_at, encode_split, load_or_train_tokenizer
+from .data import batch_at, check_packages, encode_split, load_or_train_tokenizer
 from .modelcard import write_model_card
 from .objective import training_loss
 
@@ -90,16 +91,32 @@ def _check(cfg: TrainConfig) -> None:
         parse_skip_set(cfg.draft_skip).validate(cfg.n_layers)
     if not 0 <= cfg.greedy_tail < cfg.context:
         raise ValueError(f"greedy_tail must be in [0, context={cfg.context}), got {cfg.greedy_tail}")
+    check_packages(cfg.packages)
+    if cfg.init_from and not (Path(cfg.init_from) / "config.json").exists():
+        raise FileNotFoundError(f"init_from: no model folder (config.json) at {cfg.init_from}")
 
 
-def _token_streams(tokenizer, work_dir: Path, corpus_root) -> dict[str, torch.Tensor]:
-    """{'train': ids, 'validation': ids}, encoded once and kept beside the checkpoints."""
+def _token_streams(tokenizer, cfg: TrainConfig, work_dir: Path, corpus_root) -> dict[str, torch.Tensor]:
+    """{'train': ids, 'validation': ids (the stdlib's), and 'validation_packages' when the corpus names packages},
+    encoded once and kept beside the checkpoints (encoded again if the corpus settings changed)."""
     path = work_dir / "tokens.pt"
+    corpus = {"packages": list(cfg.packages), "package_bytes": cfg.package_bytes}
     if path.exists():
-        return torch.load(path)
-    streams = {s: encode_split(tokenizer, s, corpus_root) for s in ("train", "validation")}
-    torch.save(streams, path)
+        saved = torch.load(path)
+        saved_corpus = saved.pop("corpus", {"packages": []})             # files from before packages: stdlib only
+        if saved_corpus["packages"] == corpus["packages"] and (not cfg.packages or saved_corpus == corpus):
+            return saved
+    splits = ("train", "validation") + (("validation_packages",) if cfg.packages else ())
+    streams = {s: encode_split(tokenizer, s, corpus_root, cfg.packages, cfg.package_bytes)
+               for s in tqdm(splits, desc="encode corpus")}
+    torch.save({**streams, "corpus": corpus}, path)
     return streams
+
+
+def _init_weights(model, cfg: TrainConfig) -> None:
+    """Start from ``cfg.init_from``'s weights (a model folder of the same shape and tokenizer)."""
+    from_model = LlamaForCausalLM.from_pretrained(cfg.init_from, dtype=torch.float32)
+    model.load_state_dict(from_model.state_dict())             # strict: a shape mismatch names the tensor
 
 
 def _optimizer(model, cfg: TrainConfig) -> torch.optim.Optimizer:
@@ -156,8 +173,10 @@ def train(cfg: TrainConfig) -> Path:
     work_dir = Path(cfg.work_dir) if cfg.work_dir else CHECKPOINTS_DIR / cfg.name
     work_dir.mkdir(parents=True, exist_ok=True)
     tokenizer = load_or_train_tokenizer(cfg, corpus_root)
-    streams = _token_streams(tokenizer, work_dir, corpus_root)
+    streams = _token_streams(tokenizer, cfg, work_dir, corpus_root)
     model = build_model(cfg, tokenizer)
+    if cfg.init_from:
+        _init_weights(model, cfg)                               # a checkpoint, if there is one, overrides it
     model.train()
     opt = _optimizer(model, cfg)
     ckpt_path = work_dir / "checkpoint.pt"
@@ -167,12 +186,27 @@ def train(cfg: TrainConfig) -> Path:
     _export(model, tokenizer, cfg, out_dir, {
         "recipe": asdict(cfg), "tokens_seen": cfg.steps * cfg.batch_size * cfg.context, "steps": cfg.steps,
         "wall_time_s": round(wall, 1), "validation_loss": round(evaluate(model, streams["validation"], cfg.context), 4),
-        "history": history, "corpus": corpus_stats(corpus_root),
+        "history": history, "corpus": corpus_stats(corpus_root), "corpus_packages": _package_versions(cfg),
+        **({"validation_loss_packages": round(evaluate(model, streams["validation_packages"], cfg.context,
+                                                                 max_windows=256), 4)}
+           if "validation_packages" in streams else {}),
         "train_tokens_in_corpus": int(len(streams["train"])), "validation_tokens": int(len(streams["validation"])),
         "hardware": f"{platform.processor() or platform.machine()}, {cfg.threads} thread(s), torch {torch.__version__}",
         "python": platform.python_version(),
     })
     return out_dir
+
+
+def _package_versions(cfg: TrainConfig) -> dict[str, str]:
+    """The version of every package whose source the run trained on (import name -> version or '?')."""
+    distributions = importlib.metadata.packages_distributions()
+    out = {}
+    for name in cfg.packages:
+        try:
+            out[name] = importlib.metadata.version(distributions.get(name, [name])[0])
+        except importlib.metadata.PackageNotFoundError:
+            out[name] = "?"
+    return out
 
 
 def _export(model, tokenizer, cfg: TrainConfig, out_dir: Path, record: dict) -> None:

@@ -137,3 +137,19 @@ def test_showcase_prompt_follows_its_rule():
         showcase_prompt(model, tokenizer, n=2, window=48, n_candidates=2)
     with pytest.raises(ValueError, match="n <= window"):
         showcase_prompt(model, tokenizer, n=10, window=5)
+
+
+def test_package_files_split_by_file_without_tests():
+    import pytest
+
+    from labkit.artifacts.corpus import package_files, package_folder
+
+    every, train, valid = (set(package_files("jinja2", s)) for s in (None, "train", "validation"))
+    assert train and valid and train.isdisjoint(valid) and train | valid == every
+    assert package_files("jinja2", "train") == package_files("jinja2", "train")
+    assert all(p.is_relative_to(package_folder("jinja2")) for p in every)
+    assert not any({"tests", "vendor"} & set(p.parts) for p in package_files("networkx"))
+    with pytest.raises(ModuleNotFoundError, match="no_such_package_xyz"):
+        package_files("no_such_package_xyz")
+    with pytest.raises(ValueError, match="split"):
+        package_files("jinja2", "dev")

@@ -199,3 +199,41 @@ def test_fresh_optimizer_at_keeps_the_weights_and_drops_the_moments_once(tmp_pat
     train(cfg)                                                       # a rerun of the same stage resumes its moments
     assert loaded == [1]
 
+
+
+def test_corpus_packages_add_training_text_and_init_from_starts_from_a_model(tmp_path):
+    from safetensors.torch import load_file
+
+    from labkit.training.data import encode_split, load_or_train_tokenizer
+
+    first = train(tiny_config(tmp_path / "a", budget=2 * 4 * 32, recipe="plain"))
+    cfg = tiny_config(tmp_path / "a", budget=1 * 4 * 32, recipe="plain")
+    cfg.out_dir, cfg.work_dir = str(tmp_path / "b_model"), str(tmp_path / "b_work")
+    cfg.corpus_packages, cfg.package_bytes, cfg.init_from, cfg.lr = "jinja2", 30_000, str(first), 0.0
+    out = train(cfg)                                                    # one step at lr 0: the weights stay put
+    a, b = load_file(str(first / "model.safetensors")), load_file(str(out / "model.safetensors"))
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    record = json.loads((out / "training.json").read_text())
+    assert list(record["corpus_packages"]) == ["jinja2"] and record["corpus_packages"]["jinja2"] != "?"
+    assert "validation_loss_packages" in record
+    tokenizer = load_or_train_tokenizer(cfg, cfg.corpus_root)
+    stdlib_only = encode_split(tokenizer, "train", cfg.corpus_root)
+    streams = torch.load(tmp_path / "b_work" / "tokens.pt")
+    assert torch.equal(streams["train"][:len(stdlib_only)], stdlib_only)          # the stdlib first, then jinja2
+    assert 30_000 / 6 < len(streams["train"]) - len(stdlib_only) < 30_000        # capped by package_bytes
+    assert torch.equal(streams["validation"], encode_split(tokenizer, "validation", cfg.corpus_root))
+
+
+def test_corpus_packages_are_checked_before_any_work(tmp_path):
+    import pytest
+
+    cfg = tiny_config(tmp_path, budget=4 * 32)
+    for packages, error, match in (("optuna", ValueError, "outside-prompt package"),
+                                   ("no_such_package_xyz", ModuleNotFoundError, "no_such_package_xyz")):
+        cfg.corpus_packages = packages
+        with pytest.raises(error, match=match):
+            train(cfg)
+    cfg.corpus_packages, cfg.init_from = "", str(tmp_path / "missing")
+    with pytest.raises(FileNotFoundError, match="init_from"):
+        train(cfg)
+    assert not (tmp_path / "work").exists() or not any((tmp_path / "work").iterdir())
