@@ -44,6 +44,7 @@ from transformers.masking_utils import create_causal_mask, create_sliding_window
 
 from .architectures import check_mask_free_drafting, check_supported, n_layers
 from .drafters import Draft, Drafter, draft_tokens
+from .forward import cache_argument
 from .policies import DraftPolicy
 from .skip import SkipSet, decoder_layers, skipping
 from .state import DecodingState
@@ -145,7 +146,7 @@ def late_forward(model, exit_layer: int, tokens: list[int], start: int, cache, k
     hidden = kept.new_empty((1, len(tokens), kept.shape[-1]))                 # shape/dtype only, for the masks
     masks = _late_masks(model, exit_layer, cache, hidden, positions)
     with _finishing(model, exit_layer, kept):
-        out = model(input_ids=ids, position_ids=positions, past_key_values=cache, use_cache=True,
+        out = model(input_ids=ids, position_ids=positions, **cache_argument(model, cache), use_cache=True,
                     attention_mask=masks)
     return out.logits[0]
 

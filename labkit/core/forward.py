@@ -5,11 +5,20 @@ at different lengths, so no layer's length can be trusted to say where a token s
 """
 from __future__ import annotations
 
+import inspect
+
 import torch
 
 from .architectures import check_supported
 
-__all__ = ["forward_tokens", "model_output", "check_inputs", "eos_set"]
+__all__ = ["forward_tokens", "model_output", "cache_argument", "check_inputs", "eos_set"]
+
+
+def cache_argument(model, cache) -> dict:
+    """The keyword under which ``model`` takes its KV cache: ``cache`` (transformers >= 5.24) or the older
+    ``past_key_values`` (still accepted by 5.24 with a deprecation warning, gone in 5.40)."""
+    forward = inspect.signature(type(model).forward).parameters
+    return {"cache": cache} if "cache" in forward else {"past_key_values": cache}
 
 
 def forward_tokens(model, token_ids: list[int] | torch.Tensor, start: int, cache, logits_to_keep: int = 0) -> torch.Tensor:
@@ -32,7 +41,7 @@ def model_output(model, token_ids: list[int] | torch.Tensor, start: int, cache, 
         # mapping skips mask building, which would size the mask from one cache layer while
         # drafting has left layers at different lengths.
         extra["attention_mask"] = dict.fromkeys(set(layer_types))
-    return model(input_ids=ids, position_ids=positions, past_key_values=cache, use_cache=True,
+    return model(input_ids=ids, position_ids=positions, **cache_argument(model, cache), use_cache=True,
                  logits_to_keep=logits_to_keep, output_hidden_states=output_hidden_states, **extra)
 
 

@@ -25,6 +25,7 @@ import torch
 import torch.nn.functional as F
 
 from ..core.cache import new_cache
+from ..core.forward import cache_argument
 from ..core.skip import SkipSet, parse_skip_set, skipping
 from .config import TrainConfig
 
@@ -62,12 +63,12 @@ def greedy_continuation(model, prefix: torch.Tensor, n_new: int) -> tuple[torch.
     model.eval()
     cache = new_cache(model)
     batch, length = prefix.shape
-    next_token = model(input_ids=prefix, past_key_values=cache, use_cache=True).logits[:, -1].argmax(-1)  # (B,)
+    next_token = model(input_ids=prefix, **cache_argument(model, cache), use_cache=True).logits[:, -1].argmax(-1)  # (B,)
     tokens, logits = [], []
     for i in range(n_new):
         tokens.append(next_token)
         position = torch.full((batch, 1), length + i, dtype=torch.long)
-        step = model(input_ids=next_token[:, None], position_ids=position, past_key_values=cache,
+        step = model(input_ids=next_token[:, None], position_ids=position, **cache_argument(model, cache),
                      use_cache=True).logits[:, -1]                          # (B, V)
         logits.append(step)
         next_token = step.argmax(-1)
