@@ -18,12 +18,14 @@ another drafter when nothing matches). Drafting never decides what is emitted; v
 from __future__ import annotations
 
 import time
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 
 import torch
 
 from .architectures import check_mask_free_drafting, check_supported
 from .cache import crop_to, new_cache
+from .draft_weights import draft_weights as build_draft_weights
 from .forward import forward_tokens
 from .policies import DraftPolicy
 from .sampling import sample
@@ -111,9 +113,10 @@ class SelfDrafter(Drafter):
     """The target with the blocks in ``skip`` removed (Draft & Verify): no second model, one shared cache.
 
     ``skip``: a fixed :class:`SkipSet`, or a :class:`SkipStrategy` asked for the set before every draft and
-    told how each verification went."""
+    told how each verification went. ``weights``: None (the model's own) or "int8" (the draft reads int8 copies
+    of the kept blocks' weights, :mod:`labkit.core.draft_weights`; verification still uses the model's own)."""
 
-    def __init__(self, model, skip: SkipSet | SkipStrategy | None = None):
+    def __init__(self, model, skip: SkipSet | SkipStrategy | None = None, weights: str | None = None):
         skip = skip if skip is not None else SkipSet()
         if isinstance(skip, SkipStrategy):
             self.strategy, self.skip = skip.bind(model), None
@@ -124,6 +127,7 @@ class SelfDrafter(Drafter):
         else:
             raise TypeError(f"skip must be a labkit.SkipSet or a skip strategy (labkit.skip_strategy), "
                             f"got {type(skip).__name__}")
+        self.weights = build_draft_weights(model, weights)
         self.model, self._drafted = model, (None, 0)          # (start position, tokens) of this drafter's last draft
 
     def prefill(self, state: DecodingState, prompt_ids: torch.Tensor) -> None:
@@ -133,7 +137,7 @@ class SelfDrafter(Drafter):
     def draft(self, state: DecodingState, budget: int, policy: DraftPolicy) -> Draft:
         skip = self.strategy.choose(state) if self.strategy is not None else self.skip
         t0 = time.perf_counter()
-        with skipping(self.model, skip):
+        with skipping(self.model, skip), (self.weights.swapped() if self.weights else nullcontext()):
             draft, _ = draft_tokens(self.model, state.cache, [state.tokens[-1]], state.position - 1, state, budget,
                                     policy)
         if self.strategy is not None:
@@ -244,12 +248,15 @@ class LookupDrafter(Drafter):
         return self.fallback.selection_seconds() if self.fallback is not None else (0.0, 0.0)
 
 
-def make_drafter(model, *, skip: SkipSet | SkipStrategy | None = None, draft_model=None, lookup: int = 0) -> Drafter:
+def make_drafter(model, *, skip: SkipSet | SkipStrategy | None = None, draft_model=None, lookup: int = 0,
+                 draft_weights: str | None = None) -> Drafter:
     """The drafter ``speculative_generate``'s arguments describe (self-drafting unless a draft model is given;
-    ``skip``: a set or a skip strategy)."""
+    ``skip``: a set or a skip strategy; ``draft_weights``: the self-draft's weights, None or "int8")."""
     if skip is not None and draft_model is not None:
         raise ValueError("give either skip (self-drafting) or draft_model, not both")
+    if draft_weights is not None and draft_model is not None:
+        raise ValueError("draft_weights applies to self-drafting; give it without draft_model")
     if isinstance(lookup, bool) or not isinstance(lookup, int) or lookup < 0:
         raise ValueError(f"lookup must be an integer >= 0, got {lookup!r}")
-    drafter = ModelDrafter(model, draft_model) if draft_model is not None else SelfDrafter(model, skip)
+    drafter = ModelDrafter(model, draft_model) if draft_model is not None else SelfDrafter(model, skip, draft_weights)
     return LookupDrafter(lookup, drafter) if lookup else drafter

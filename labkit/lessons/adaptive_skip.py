@@ -17,7 +17,7 @@ from ..viz.widgets import as_widget, update_widget
 
 __all__ = ["transfer_sentence", "acceptance_sentence", "winner_sentence", "overhead_sentence", "changes_sentence",
            "where_each_wins", "set_changes", "lever_sentence", "joined_timeline", "most_changes", "state_lines",
-           "SetExplorer"]
+           "with_int8_draft", "draft_weights_sentence", "SetExplorer"]
 
 
 def _fmt(x: float, spec: str = ".2f") -> str:
@@ -174,6 +174,32 @@ def lever_sentence(frame, source: str, method: str) -> str:
     return (f"{method} on {source} prompts emits {_fmt(r['mean_accepted'] + 1)} tokens per step; {bigger}. Its "
             f"analytic limit is {_fmt(r['limit'])}× (measured {_fmt(r['speedup'])}×); with free drafts it would be "
             f"{_fmt(free)}×.")
+
+
+def with_int8_draft(methods: dict) -> tuple[dict, dict, str, str]:
+    """One static set (the trained draft path if the model has one, else the searched set) twice: with the model's own weights and with int8 draft weights. Returns (methods, {int8 label: "int8"}, the
+    set's label, the int8 label), the arguments :func:`~labkit.measure.adaptive.compare_strategies` takes."""
+    base = next((m for m in ("static: trained draft path", "static: searched set") if m in methods), None)
+    if base is None:
+        raise ValueError(f"no static set among the methods {sorted(methods)}")
+    quantized = f"{base}, int8 draft"
+    return {base: methods[base], quantized: methods[base]}, {quantized: "int8"}, base, quantized
+
+
+def draft_weights_sentence(frame, source: str, base: str, quantized: str) -> str:
+    """What int8 draft weights changed on ``source``: the draft cost c, the acceptance, the speed and its limit,
+    each direction read from the numbers."""
+    c0, c1 = _value(frame, source, base, "c"), _value(frame, source, quantized, "c")
+    a0, a1 = _value(frame, source, base, "acceptance"), _value(frame, source, quantized, "acceptance")
+    s0, s1 = _value(frame, source, base, "speedup"), _value(frame, source, quantized, "speedup")
+    l0, l1 = _value(frame, source, base, "limit"), _value(frame, source, quantized, "limit")
+    if any(math.isnan(v) for v in (c0, c1, a0, a1, s0, s1)):
+        return f"{source} prompts: no drafting steps to compare."
+    cost = "cut" if c1 < c0 else "did not cut"
+    speed = "faster" if s1 > s0 else "no faster"
+    return (f"{source} prompts: int8 weights {cost} the draft cost c ({_fmt(c0)} → {_fmt(c1)} of a plain step) "
+            f"and moved acceptance {_fmt(a0, '.3f')} → {_fmt(a1, '.3f')}; the same set decoded {speed}: "
+            f"{_fmt(s0)}× → {_fmt(s1)}× the plain loop (analytic limit {_fmt(l0)}× → {_fmt(l1)}×).")
 
 
 class SetExplorer(widgets.VBox):

@@ -106,10 +106,14 @@ def _row(source, method, results, plain_ms, plain_results, seconds):
 def compare_strategies(model, tokenizer, methods: Mapping[str, Callable[[], object]], *,
                        sources: Sequence = ("stdlib", "packages"), n_prompts: int = 4, max_new_tokens: int = 64,
                        repeats: int = 1, lookup: int = 0, policy: Callable[[], object] | None = None, seed: int = 0,
-                       progress: bool = True) -> Comparison:
+                       draft_weights: Mapping[str, str] | None = None, progress: bool = True) -> Comparison:
     """Plain loop and every method (``{label: factory of a fresh strategy}``) on ``n_prompts`` benchmark prompts
     of each source, interleaved ``repeats`` times; greedy. ``policy``: factory of the draft policy (default a
-    static threshold 0.5, the lab's fastest measured policy), one per method and source."""
+    static threshold 0.5, the lab's fastest measured policy), one per method and source. ``draft_weights``:
+    {label: "int8"} for methods whose self-draft reads int8 weights (:mod:`labkit.core.draft_weights`)."""
+    draft_weights = dict(draft_weights or {})
+    if set(draft_weights) - set(methods):
+        raise ValueError(f"draft_weights names methods that are not compared: {sorted(set(draft_weights) - set(methods))}")
     policy = policy or (lambda: StaticThreshold(0.5, 12))
     comparison = Comparison(frame=None)
     rows = []
@@ -123,7 +127,8 @@ def compare_strategies(model, tokenizer, methods: Mapping[str, Callable[[], obje
         runs = {PLAIN: lambda x: autoregressive_generate(model, x, max_new_tokens)}
         for m in methods:
             runs[m] = (lambda x, m=m: speculative_generate(model, x, skip=strategies[m], policy=policies[m],
-                                                           max_new_tokens=max_new_tokens, lookup=lookup))
+                                                           max_new_tokens=max_new_tokens, lookup=lookup,
+                                                           draft_weights=draft_weights.get(m)))
         autoregressive_generate(model, ids[0], 4)                              # warm-up
         seconds = {m: [([], []) for _ in range(repeats)] for m in runs}
         bar = tqdm(total=repeats * len(ids) * len(runs), desc=f"{label} prompts", disable=not progress)

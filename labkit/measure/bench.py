@@ -18,12 +18,14 @@ Skip strategies (on by default, ``--no-strategies`` leaves them out): a section 
 (``--strategy-sources``, default the stdlib validation prompts and the outside prompts of installed packages), each
 interleaved on its own: the plain loop, ``generate``, the model's static sets and every strategy of
 :func:`labkit.skip_strategy`, each with and without prompt lookup, the time spent choosing sets shown separately
-("select %" of decode time).
+("select %" of decode time); the static sets once more with int8 draft weights (``draft_weights``: the draft
+reads int8 copies of the kept blocks' weights, verification the model's own, so the output is unchanged).
 ``--prompt-source`` picks the prompts of the main greedy and sampling sections (stdlib, packages or a file).
 """
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import statistics
 import time
@@ -39,6 +41,7 @@ from ..artifacts.paths import BENCH_DIR
 from ..artifacts.prompts import benchmark_prompts, source_info, source_label
 from ..artifacts.results import skip_set_for
 from ..core.decoding import GenerationResult, autoregressive_generate, speculative_generate
+from ..core.draft_weights import DRAFT_WEIGHTS
 from ..core.early_exit import EarlyExitDrafter
 from ..core.gate import TargetConfidenceGate
 from ..core.jacobi import INITS, METHODS, jacobi_generate
@@ -78,6 +81,7 @@ class BenchConfig:
     strategy_sources: tuple[str, ...] = ("stdlib", "packages")
     strategy_names: tuple[str, ...] = ("on-the-fly", "in-context", "knapsack")
     only_strategies: bool = False       # --only-strategies: the strategy section alone
+    draft_weights: tuple[str, ...] = ("int8",)   # extra rows of the static sets with these draft weights
     out_dir: str = str(BENCH_DIR)       # committed: the README quotes it
 
     @classmethod
@@ -392,12 +396,13 @@ def skip_strategy_methods(cfg: BenchConfig, loaded: dict) -> list[Method]:
     model, tokenizer = loaded[name]
     methods = []
     for label, make in strategy_methods(model, tokenizer, cfg.strategy_names).items():
-        for lookup in (0, cfg.lookup_tokens):
+        weights = (None,) + (tuple(cfg.draft_weights) if label.startswith("static") else ())
+        for w, lookup in itertools.product(weights, (0, cfg.lookup_tokens)):
             strategy, policy = make(), StaticThreshold(cfg.static_threshold, 12)
             methods.append(_labkit_method(
-                f"{name}: {label}" + (" + prompt lookup" if lookup else ""), name,
-                lambda ids, n, m=model, s=strategy, p=policy, k=lookup: speculative_generate(
-                    m, ids, skip=s, policy=p, max_new_tokens=n, lookup=k)))
+                f"{name}: {label}" + (f", {w} draft" if w else "") + (" + prompt lookup" if lookup else ""), name,
+                lambda ids, n, m=model, s=strategy, p=policy, k=lookup, w=w: speculative_generate(
+                    m, ids, skip=s, policy=p, max_new_tokens=n, lookup=k, draft_weights=w)))
     return methods
 
 
@@ -478,12 +483,13 @@ def trace_overhead(model_name: str = "default", *, n_prompts: int = 4, max_new_t
 def format_table(rows: list[dict]) -> str:
     def f(v, spec):
         return "-" if v is None else format(v, spec)
-    head = (f"{'method':<44} {'ms/tok':>7} {'(min-max)':>13} {'vs gen':>7} {'vs loop':>7} {'accept':>7} "
+    w = max([44] + [len(r["method"]) for r in rows])
+    head = (f"{'method':<{w}} {'ms/tok':>7} {'(min-max)':>13} {'vs gen':>7} {'vs loop':>7} {'accept':>7} "
             f"{'tok/step':>8} {'limit':>6} {'meas/lim':>8} {'same':>5}")
     lines = [head, "-" * len(head)]
     for r in rows:
         same = "-" if r["identical_to_plain"] is None else ("yes" if r["identical_to_plain"] else "NO")
-        lines.append(f"{r['method']:<44} {r['ms_per_token']:>7.2f} {r['ms_min']:>6.2f}-{r['ms_max']:<6.2f} "
+        lines.append(f"{r['method']:<{w}} {r['ms_per_token']:>7.2f} {r['ms_min']:>6.2f}-{r['ms_max']:<6.2f} "
                      f"{f(r['speedup_vs_generate'], '.2f'):>7} {f(r['speedup_vs_plain_loop'], '.2f'):>7} "
                      f"{f(r['acceptance'], '.3f'):>7} {f(r['tokens_per_step'], '.2f'):>8} {f(r['limit'], '.2f'):>6} "
                      f"{f(r['measured_over_limit'], '.2f'):>8} {same:>5}")
@@ -547,6 +553,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--only-strategies", action="store_true", help="run the skip-strategy section alone")
     parser.add_argument("--strategy-sources", nargs="+", help="prompt sources of the skip-strategy section "
                                                                "(default: stdlib packages)")
+    parser.add_argument("--draft-weights", nargs="*", choices=DRAFT_WEIGHTS,
+                        help="extra strategy-section rows of the static sets with these draft weights (default: int8; "
+                             "none: no extra rows)")
     parser.add_argument("--out", help="results folder (default data/bench)")
     parser.add_argument("--trace-overhead", action="store_true",
                         help="only measure what recording the trace costs (record_trace on vs off)")
@@ -559,6 +568,7 @@ def main(argv: list[str] | None = None) -> None:
                                    "max_new_tokens": args.tokens, "repeats": args.repeats, "threads": args.threads,
                                    "out_dir": args.out, "prompt_source": args.prompt_source,
                                    "strategy_sources": tuple(args.strategy_sources) if args.strategy_sources else None,
+                                   "draft_weights": tuple(args.draft_weights) if args.draft_weights is not None else None,
                                    }.items() if v is not None}
     if args.no_sampling:
         overrides["sampling"] = False

@@ -64,9 +64,10 @@ def acceptance_figure(frame) -> go.Figure:
     return fig
 
 
-def speedup_figure(frame) -> go.Figure:
+def speedup_figure(frame, xaxis_title: str | None = None) -> go.Figure:
     """Speedup over the plain loop of the same run, per method and source, with each row's analytic limit
-    (A + 1) / (d c + c_v) as a marker and 1.0 (as fast as plain decoding) as a line."""
+    (A + 1) / (d c + c_v) as a marker and 1.0 (as fast as plain decoding) as a line. ``xaxis_title``: what the
+    methods differ in (default: how the skip set is chosen)."""
     fig = _grouped_bars(frame, "speedup", text="{:.2f}×", hover="%{y:.2f}× the plain loop", textposition="inside")
     methods = _methods(frame)
     for i, source in enumerate(dict.fromkeys(frame["source"])):
@@ -79,6 +80,8 @@ def speedup_figure(frame) -> go.Figure:
                   annotation_position="top left")
     fig.update_layout(title="Speed over the plain loop (same interleaved run), and the analytic limit",
                       yaxis_title="speedup (×, higher is faster)", scattermode="group")
+    if xaxis_title:
+        fig.update_layout(xaxis_title=xaxis_title)
     return fig
 
 

@@ -94,6 +94,8 @@ def test_speculative_sampling_matches_exact_distribution(target, draft, warp):
     for name, fn in {
         "separate draft": lambda g: speculative_generate(target, PROMPT, draft_model=draft, policy=FixedK(2),
                                                          generator=g, **kw).new_tokens,
+        "skip a block, int8 draft weights": lambda g: speculative_generate(
+            target, PROMPT, skip=SkipSet(mlp=[1]), policy=FixedK(2), draft_weights="int8", generator=g, **kw).new_tokens,
         "skip everything": lambda g: speculative_generate(target, PROMPT, skip=SkipSet.all(2), policy=FixedK(2),
                                                           generator=g, **kw).new_tokens,
         "plain loop": lambda g: autoregressive_generate(target, PROMPT, generator=g, **kw).new_tokens,

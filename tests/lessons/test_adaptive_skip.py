@@ -125,3 +125,22 @@ def test_state_lines_read_each_strategy_of_the_source():
     assert len(lines) == 2 and lines[0].startswith("on-the-fly: ends on SkipSet(attention=[1], mlp=[2]) (2 blocks")
     assert "12.3 ms = 5.1 % of the decode time it saw" in lines[0] and "matchness 0.938, phase settled" in lines[0]
     assert "its own state" not in lines[1] and "rate" not in " ".join(lines)
+
+
+def test_int8_rows_pair_the_static_set_with_itself():
+    make_trained, make_searched = object(), object()
+    methods = {"static: searched set": make_searched, "static: trained draft path": make_trained, "knapsack": object()}
+    pair, weights, base, quantized = say.with_int8_draft(methods)
+    assert base == "static: trained draft path" and quantized == "static: trained draft path, int8 draft"
+    assert pair == {base: make_trained, quantized: make_trained} and weights == {quantized: "int8"}
+    assert say.with_int8_draft({"static: searched set": make_searched})[2] == "static: searched set"
+
+
+def test_draft_weights_sentence_reads_each_direction():
+    cols = ["source", "method", "c", "acceptance", "speedup", "limit"]
+    rows = [("packages", "A", 0.60, 0.91, 1.16, 1.19), ("packages", "A8", 0.47, 0.92, 1.31, 1.33)]
+    text = say.draft_weights_sentence(pd.DataFrame(rows, columns=cols), "packages", "A", "A8")
+    assert "cut the draft cost c (0.60 → 0.47" in text and "decoded faster: 1.16× → 1.31×" in text
+    worse = [("packages", "A", 0.47, 0.92, 1.31, 1.33), ("packages", "A8", 0.60, 0.91, 1.16, 1.19)]
+    text = say.draft_weights_sentence(pd.DataFrame(worse, columns=cols), "packages", "A", "A8")
+    assert "did not cut the draft cost" in text and "decoded no faster" in text

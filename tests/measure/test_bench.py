@@ -46,6 +46,8 @@ def test_quick_benchmark_runs_every_method_and_checks_identity(tiny_folders, tmp
         names_here = [r["method"] for r in rows]
         for strategy in ("on-the-fly", "in-context", "knapsack"):
             assert any(n.endswith(strategy) for n in names_here) and any(strategy + " + prompt lookup" in n for n in names_here)
+        assert any(n.endswith(", int8 draft") for n in names_here)                 # the static sets' int8 rows
+        assert not any("int8" in n for n in names_here if "static" not in n)
         for row in rows:
             assert row["identical_to_plain"] is True, (source, row["method"])
         assert all(0 <= r["select_share"] < 1 for r in rows if r["family"] == "labkit")

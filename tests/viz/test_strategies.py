@@ -25,6 +25,8 @@ def test_bars_draw_every_method_per_source():
     assert list(overhead_figure(FRAME).data[1].y) == pytest.approx([0.0, 7.0])          # percent of decode time
     limits = [t for t in speedup_figure(FRAME).data if t.type == "scatter"]
     assert list(limits[0].y) == [1.4, 1.2]
+    assert speedup_figure(FRAME).layout.xaxis.title.text == "how the draft's skip set is chosen"
+    assert speedup_figure(FRAME, xaxis_title="draft weights").layout.xaxis.title.text == "draft weights"
 
 
 def test_agreement_figure():

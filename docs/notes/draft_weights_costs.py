@@ -1,0 +1,94 @@
+"""Why int8 draft weights make a self-draft cheaper on this CPU (docs/decisions.md, 2026-11-25): the time of a
+linear layer when its weights stream from memory as they do inside the model (64 different matrices in turn, not one
+matrix hot in cache), fp32 against weight-only int8 and bf16; the draft cost c of `default`'s trained 8-block path
+with the model's own weights and with int8 copies; and how often the int8 draft's top-1 token equals the fp32
+draft's, teacher-forced on benchmark prompts of both sources (the speed table itself: `python -m labkit.bench`).
+
+    python docs/notes/draft_weights_costs.py
+"""
+import time
+
+import torch
+import torch.nn.functional as F
+
+import labkit
+from labkit.artifacts.prompts import benchmark_prompts
+from labkit.artifacts.results import trained_draft_path
+from labkit.core.cache import crop_to, new_cache
+from labkit.core.draft_weights import draft_weights
+from labkit.core.forward import forward_tokens
+from labkit.core.skip import skipping
+
+
+def per_call_us(fn, n=300, warmup=30):
+    with torch.inference_mode():
+        for _ in range(warmup):
+            fn()
+        t0 = time.perf_counter()
+        for _ in range(n):
+            fn()
+    return (time.perf_counter() - t0) / n * 1e6
+
+
+def streamed_linear_costs(n_matrices=64):
+    for n_out, n_in in ((688, 256), (256, 256)):
+        weights = [torch.randn(n_out, n_in) for _ in range(n_matrices)]
+        scales = [w.abs().amax(1) / 127 for w in weights]
+        int8 = [(w / s[:, None]).round().to(torch.int8) for w, s in zip(weights, scales)]
+        scales = [s.bfloat16() for s in scales]
+        bf16 = [w.bfloat16() for w in weights]
+        x = torch.randn(1, n_in)
+        fp32_us = per_call_us(lambda: [F.linear(x, w) for w in weights], 50) / n_matrices
+        int8_us = per_call_us(lambda: [torch._weight_int8pack_mm(x.bfloat16(), w, s).float()
+                                       for w, s in zip(int8, scales)], 50) / n_matrices
+        bf16_us = per_call_us(lambda: [F.linear(x.bfloat16(), w).float() for w in bf16], 50) / n_matrices
+        print(f"linear {n_in}->{n_out}, 1 token, weights streamed: fp32 {fp32_us:.1f} us, int8 {int8_us:.1f} us, "
+              f"bf16 {bf16_us:.1f} us (casts included)")
+
+
+def draft_costs(model, tokenizer, skip, rounds=3):
+    ids = tokenizer(labkit.prompts(8, source="packages")[5].text, return_tensors="pt")["input_ids"]
+    T, int8 = ids.shape[1], draft_weights(model, "int8")
+    with torch.inference_mode():
+        cache = new_cache(model)
+        forward_tokens(model, ids, 0, cache)
+
+    def full():
+        forward_tokens(model, [5], T, cache, logits_to_keep=1); crop_to(cache, T)
+
+    def draft():
+        with skipping(model, skip):
+            forward_tokens(model, [5], T, cache, logits_to_keep=1)
+        crop_to(cache, T)
+
+    def draft_int8():
+        with skipping(model, skip), int8.swapped():
+            forward_tokens(model, [5], T, cache, logits_to_keep=1)
+        crop_to(cache, T)
+
+    for _ in range(rounds):
+        a, b, c = (per_call_us(f) / 1e3 for f in (full, draft, draft_int8))
+        print(f"full {a:.3f} ms  draft fp32 {b:.3f} ms (c = {b / a:.3f})  draft int8 {c:.3f} ms (c = {c / a:.3f})")
+
+
+def top1_agreement(model, tokenizer, skip, n_prompts=6):
+    int8 = draft_weights(model, "int8")
+    for source in ("stdlib", "packages"):
+        same = total = 0
+        for prompt in benchmark_prompts(n_prompts, source=source):
+            ids = tokenizer(prompt.text, return_tensors="pt")["input_ids"]
+            with torch.inference_mode(), skipping(model, skip):
+                fp32 = model(input_ids=ids).logits[0].argmax(-1)
+                with int8.swapped():
+                    quantized = model(input_ids=ids).logits[0].argmax(-1)
+            same, total = same + int((fp32 == quantized).sum()), total + len(fp32)
+        print(f"{source}: the int8 draft's top-1 equals the fp32 draft's at {same / total:.3f} of {total} positions")
+
+
+if __name__ == "__main__":
+    torch.set_num_threads(1)
+    streamed_linear_costs()
+    model, tokenizer = labkit.load_model("default")
+    skip = next(iter(trained_draft_path("default").values()))
+    draft_costs(model, tokenizer, skip)
+    top1_agreement(model, tokenizer, skip)
