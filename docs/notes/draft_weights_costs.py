@@ -6,7 +6,6 @@ draft's, teacher-forced on benchmark prompts of both sources (the speed table it
 
     python docs/notes/draft_weights_costs.py
 """
-import time
 
 import torch
 import torch.nn.functional as F
@@ -14,20 +13,10 @@ import torch.nn.functional as F
 import labkit
 from labkit.artifacts.prompts import benchmark_prompts
 from labkit.artifacts.results import trained_draft_path
-from labkit.core.cache import crop_to, new_cache
 from labkit.core.draft_weights import draft_weights
-from labkit.core.forward import forward_tokens
 from labkit.core.skip import skipping
 
-
-def per_call_us(fn, n=300, warmup=30):
-    with torch.inference_mode():
-        for _ in range(warmup):
-            fn()
-        t0 = time.perf_counter()
-        for _ in range(n):
-            fn()
-    return (time.perf_counter() - t0) / n * 1e6
+from engine_costs import one_token_calls, per_call_us          # docs/notes/engine_costs.py, beside this script
 
 
 def streamed_linear_costs(n_matrices=64):
@@ -47,27 +36,14 @@ def streamed_linear_costs(n_matrices=64):
 
 
 def draft_costs(model, tokenizer, skip, rounds=3):
-    ids = tokenizer(labkit.prompts(8, source="packages")[5].text, return_tensors="pt")["input_ids"]
-    T, int8 = ids.shape[1], draft_weights(model, "int8")
-    with torch.inference_mode():
-        cache = new_cache(model)
-        forward_tokens(model, ids, 0, cache)
-
-    def full():
-        forward_tokens(model, [5], T, cache, logits_to_keep=1); crop_to(cache, T)
-
-    def draft():
-        with skipping(model, skip):
-            forward_tokens(model, [5], T, cache, logits_to_keep=1)
-        crop_to(cache, T)
+    calls, int8 = one_token_calls(model, tokenizer, skip), draft_weights(model, "int8")
 
     def draft_int8():
-        with skipping(model, skip), int8.swapped():
-            forward_tokens(model, [5], T, cache, logits_to_keep=1)
-        crop_to(cache, T)
+        with int8.swapped():
+            calls["draft"]()
 
     for _ in range(rounds):
-        a, b, c = (per_call_us(f) / 1e3 for f in (full, draft, draft_int8))
+        a, b, c = (per_call_us(f, 300) / 1e3 for f in (calls["full"], calls["draft"], draft_int8))
         print(f"full {a:.3f} ms  draft fp32 {b:.3f} ms (c = {b / a:.3f})  draft int8 {c:.3f} ms (c = {c / a:.3f})")
 
 

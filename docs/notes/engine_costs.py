@@ -26,9 +26,9 @@ def per_call_us(fn, n=3000):
     return (time.perf_counter() - t0) / n * 1e6
 
 
-def step_costs(rounds=3, n=300):
-    model, tokenizer = labkit.load_model("default")
-    skip = next(iter(trained_draft_path("default").values()))
+def one_token_calls(model, tokenizer, skip):
+    """{name: call} on a 34-token outside prompt read into a cache: a 1-token full forward, a 1-token draft with
+    ``skip`` and a 5-token verify, each cropping the cache back afterwards."""
     ids = tokenizer(labkit.prompts(8, source="packages")[5].text, return_tensors="pt")["input_ids"]
     T = ids.shape[1]
     with torch.inference_mode():
@@ -46,8 +46,15 @@ def step_costs(rounds=3, n=300):
     def verify5():
         forward_tokens(model, [5, 6, 7, 8, 9], T, cache); crop_to(cache, T)
 
+    return {"full": full, "draft": draft, "verify5": verify5}
+
+
+def step_costs(rounds=3, n=300):
+    model, tokenizer = labkit.load_model("default")
+    skip = next(iter(trained_draft_path("default").values()))
+    calls = one_token_calls(model, tokenizer, skip)
     for _ in range(rounds):
-        a, b, c = (per_call_us(f, n) / 1e3 for f in (full, draft, verify5))
+        a, b, c = (per_call_us(calls[k], n) / 1e3 for k in ("full", "draft", "verify5"))
         print(f"full {a:.3f} ms  draft {b:.3f} ms (c = {b / a:.3f})  verify 5 {c:.3f} ms (c_v = {c / a:.3f})")
 
 
