@@ -2,10 +2,13 @@
 linear layer when its weights stream from memory as they do inside the model (64 different matrices in turn, not one
 matrix hot in cache), fp32 against weight-only int8 and bf16; the draft cost c of `default`'s trained 8-block path
 with the model's own weights and with int8 copies; and how often the int8 draft's top-1 token equals the fp32
-draft's, teacher-forced on benchmark prompts of both sources (the speed table itself: `python -m labkit.bench`).
+draft's, teacher-forced on benchmark prompts of both sources; and what a 5-token verify costs right after three fp32
+drafts, three int8 drafts or three full forwards (the speed table itself: `python -m labkit.bench`).
 
     python docs/notes/draft_weights_costs.py
 """
+
+import time
 
 import torch
 import torch.nn.functional as F
@@ -47,6 +50,35 @@ def draft_costs(model, tokenizer, skip, rounds=3):
         print(f"full {a:.3f} ms  draft fp32 {b:.3f} ms (c = {b / a:.3f})  draft int8 {c:.3f} ms (c = {c / a:.3f})")
 
 
+def verify_after_drafts(model, tokenizer, skip, rounds=3, n=300):
+    """The fp32 verify's time right after 3 drafts of each kind (or 3 full forwards), with and without a 16 MB
+    write in between (more than the 2 MB L2 of a core here)."""
+    calls, int8, junk = one_token_calls(model, tokenizer, skip), draft_weights(model, "int8"), torch.randn(4_000_000)
+
+    def draft_int8():
+        with int8.swapped():
+            calls["draft"]()
+
+    def verify_ms(before, thrash=False):
+        total = 0.0
+        with torch.inference_mode():
+            for i in range(n + 30):
+                for _ in range(3):
+                    before()
+                if thrash:
+                    junk.mul_(1.0)
+                t0 = time.perf_counter()
+                calls["verify5"]()
+                total += (time.perf_counter() - t0) if i >= 30 else 0.0
+        return total / n * 1e3
+
+    for _ in range(rounds):
+        print("5-token verify after 3 fp32 drafts %.3f ms, 3 int8 drafts %.3f, 3 full forwards %.3f; "
+              "with a 16 MB write before it: fp32 %.3f, int8 %.3f" % (
+                  verify_ms(calls["draft"]), verify_ms(draft_int8), verify_ms(calls["full"]),
+                  verify_ms(calls["draft"], True), verify_ms(draft_int8, True)))
+
+
 def top1_agreement(model, tokenizer, skip, n_prompts=6):
     int8 = draft_weights(model, "int8")
     for source in ("stdlib", "packages"):
@@ -68,3 +100,4 @@ if __name__ == "__main__":
     skip = next(iter(trained_draft_path("default").values()))
     draft_costs(model, tokenizer, skip)
     top1_agreement(model, tokenizer, skip)
+    verify_after_drafts(model, tokenizer, skip)
