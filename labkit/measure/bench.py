@@ -554,8 +554,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--strategy-sources", nargs="+", help="prompt sources of the skip-strategy section "
                                                                "(default: stdlib packages)")
     parser.add_argument("--draft-weights", nargs="*", choices=DRAFT_WEIGHTS,
-                        help="extra strategy-section rows of the static sets with these draft weights (default: int8; "
-                             "none: no extra rows)")
+                        help="extra strategy-section rows of the static sets with these draft weights "
+                             "(default: int8; the flag with no value: no extra rows)")
     parser.add_argument("--out", help="results folder (default data/bench)")
     parser.add_argument("--trace-overhead", action="store_true",
                         help="only measure what recording the trace costs (record_trace on vs off)")
