@@ -50,8 +50,6 @@ class Int8Linear(nn.Module):
 class Int8DraftWeights:
     """int8 stand-ins for every ``nn.Linear`` of ``model`` (its decoder blocks and its LM head)."""
 
-    kind = "int8"
-
     def __init__(self, model: nn.Module):
         device = next(model.parameters()).device
         self._swaps: list[tuple[dict, str, nn.Module, nn.Module]] = []       # (parent's _modules, name, own, int8)

@@ -112,8 +112,9 @@ def compare_strategies(model, tokenizer, methods: Mapping[str, Callable[[], obje
     static threshold 0.5, the lab's fastest measured policy), one per method and source. ``draft_weights``:
     {label: "int8"} for methods whose self-draft reads int8 weights (:mod:`labkit.core.draft_weights`)."""
     draft_weights = dict(draft_weights or {})
-    if set(draft_weights) - set(methods):
-        raise ValueError(f"draft_weights names methods that are not compared: {sorted(set(draft_weights) - set(methods))}")
+    unknown = sorted(set(draft_weights) - set(methods))
+    if unknown:
+        raise ValueError(f"draft_weights names methods that are not compared: {unknown}")
     policy = policy or (lambda: StaticThreshold(0.5, 12))
     comparison = Comparison(frame=None)
     rows = []

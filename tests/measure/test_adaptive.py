@@ -1,0 +1,23 @@
+"""compare_strategies: the plain loop and every method interleaved, one row each, every run checked against plain
+decoding; methods named in ``draft_weights`` draft with int8 weights."""
+import pytest
+
+from labkit import SkipSet
+from labkit.core import draft_weights as weights_module
+from labkit.core.strategies import StaticStrategy
+from labkit.lessons.adaptive_skip import with_int8_draft
+from labkit.measure.adaptive import PLAIN, compare_strategies
+from tiny_models import ToyTokenizer, tiny_model
+
+
+def test_compare_strategies_with_int8_draft_rows():
+    model = tiny_model("llama", n_layers=4, vocab_size=97, max_positions=8192)
+    methods = {"static: trained draft path": lambda: StaticStrategy(SkipSet(mlp=[1, 2]))}
+    pair, weights, base, quantized = with_int8_draft(methods)
+    frame = compare_strategies(model, ToyTokenizer(), pair, sources=("stdlib",), n_prompts=1, max_new_tokens=8,
+                               draft_weights=weights, progress=False).frame
+    assert list(frame["method"]) == [PLAIN, base, quantized]
+    assert frame["identical"].dropna().tolist() == [True, True]
+    assert weights_module._BUILT.get(model) is not None                 # the int8 row built the model's copies
+    with pytest.raises(ValueError, match="not compared"):
+        compare_strategies(model, ToyTokenizer(), methods, draft_weights={"nope": "int8"}, progress=False)
