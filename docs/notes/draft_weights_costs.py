@@ -1,6 +1,6 @@
 """Why int8 draft weights make a self-draft cheaper on this CPU (docs/decisions.md, 2026-11-25): the time of a
 linear layer when its weights stream from memory as they do inside the model (64 different matrices in turn, not one
-matrix hot in cache), fp32 against weight-only int8 and bf16; the draft cost c of `default`'s trained 8-block path
+matrix hot in cache), fp32 against weight-only int8, int4 and bf16; the draft cost c of `default`'s trained 8-block path
 with the model's own weights and with int8 copies; and how often the int8 draft's top-1 token equals the fp32
 draft's, teacher-forced on benchmark prompts of both sources; and what a 5-token verify costs right after three fp32
 drafts, three int8 drafts or three full forwards (the speed table itself: `python -m labkit.bench`).
@@ -34,8 +34,22 @@ def streamed_linear_costs(n_matrices=64):
         int8_us = per_call_us(lambda: [torch._weight_int8pack_mm(x.bfloat16(), w, s).float()
                                        for w, s in zip(int8, scales)], 50) / n_matrices
         bf16_us = per_call_us(lambda: [F.linear(x.bfloat16(), w).float() for w in bf16], 50) / n_matrices
+        int4 = [int4_pack(w) for w in weights]
+        int4_us = per_call_us(lambda: [torch._weight_int4pack_mm_for_cpu(x.bfloat16(), w, 32, sz).float()
+                                       for w, sz in int4], 50) / n_matrices
         print(f"linear {n_in}->{n_out}, 1 token, weights streamed: fp32 {fp32_us:.1f} us, int8 {int8_us:.1f} us, "
-              f"bf16 {bf16_us:.1f} us (casts included)")
+              f"int4 {int4_us:.1f} us, bf16 {bf16_us:.1f} us (casts included)")
+
+
+def int4_pack(weight, group=32):
+    """Asymmetric int4 in groups of ``group`` along K, packed for the CPU kernel: (packed, scales and zeros)."""
+    n, k = weight.shape
+    g = weight.reshape(n, k // group, group)
+    low, high = g.amin(-1, keepdim=True), g.amax(-1, keepdim=True)
+    scale = ((high - low) / 15).clamp_min(1e-8)
+    q = ((g - low) / scale).round().clamp(0, 15).to(torch.int32).reshape(n, k)
+    scales_zeros = torch.stack([scale.squeeze(-1).t(), (low + 8 * scale).squeeze(-1).t()], -1).contiguous()
+    return torch._convert_weight_to_int4pack_for_cpu(q, 2), scales_zeros.bfloat16()
 
 
 def draft_costs(model, tokenizer, skip, rounds=3):
