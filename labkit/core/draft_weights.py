@@ -35,7 +35,7 @@ class Int8Linear(nn.Module):
         super().__init__()
         weight = linear.weight.detach().float()                                   # (N, K)
         scales = weight.abs().amax(dim=1).clamp_min(1e-12) / 127                  # (N,)
-        self.register_buffer("weight", (weight / scales[:, None]).round().clamp(-127, 127).to(torch.int8))
+        self.register_buffer("weight", (weight / scales[:, None]).round().clamp(-127, 127).to(torch.int8).contiguous())
         self.register_buffer("scales", scales.to(torch.bfloat16))
         self.register_buffer("bias", None if linear.bias is None else linear.bias.detach().clone())
         self.in_features, self.out_features = linear.in_features, linear.out_features

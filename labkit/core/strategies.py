@@ -22,6 +22,13 @@ whatever it chooses. Four strategies, each after a paper:
 
 Choosing costs time. Every strategy keeps a :class:`Ledger` (decode time seen, time spent choosing) and runs
 its expensive work only while that stays within ``budget`` (a share of decode time).
+
+A proxy (matchness on 16 tokens, cosine at one position) can prefer a set that drafts worse. On-the-fly and
+in-context therefore let the target have the last word (:class:`_Probation`): every set's accepted/drafted is
+counted while it drafts, a set that drafts worse than the best one measured is dropped for good and the strategy
+goes back to that one, and each dropped set doubles the wait before the next search. On-the-fly searches from the
+first steps (SWIFT's cold start; ``trust_initial=True`` waits until the start set's acceptance falls), in-context
+only once acceptance falls.
 """
 from __future__ import annotations
 
@@ -193,18 +200,70 @@ class StaticStrategy(SkipStrategy):
 
 
 class _Acceptance:
-    """Smoothed accepted/drafted of the set in force: what the target says, free, after every verification."""
+    """Smoothed α of the set in force, per token the target judged: an accepted token counts 1, the first rejected
+    one 0 (the tokens drafted after it were never judged). What the target says, free, after every verification."""
 
     def __init__(self, beta: float, initial: float):
         self.beta, self.initial = beta, initial
         self.value = initial
 
     def update(self, n_drafted: int, n_accepted: int) -> None:
-        if n_drafted:
-            self.value = self.beta * self.value + (1 - self.beta) * (n_accepted / n_drafted)
+        kept = self.beta ** n_accepted
+        self.value = kept * self.value + (1 - kept)
+        if n_accepted < n_drafted:
+            self.value *= self.beta
 
     def reset(self) -> None:
         self.value = self.initial
+
+
+class _Probation:
+    """The target checks the proxy: measured acceptance decides, whatever matchness or cosine said. Every set keeps
+    its accepted/drafted over all its drafts; each time the set in force has drafted ``tokens`` more tokens, it is
+    compared with the best set measured so far (over at least ``tokens`` drafted), and if it drafts worse the
+    strategy goes back to that set and its proxy never proposes this one again. Verdicts are free (every
+    verification gives one), so a wrong move costs a few steps. Until the set in force has drafted ``tokens`` the
+    strategy makes no other move (``settling``)."""
+
+    def __init__(self, tokens: int):
+        self.tokens = tokens
+        self.counts: dict = {}                           # set -> [accepted, drafted] over all its drafts
+        self.since_move = self.since_check = 0           # tokens drafted by the set in force since it came, and
+                                                         # since it was last compared
+        self.rejected: set = set()
+
+    def acceptance(self, key) -> float:
+        accepted, drafted = self.counts.get(key, (0, 0))
+        return accepted / drafted if drafted else float("nan")
+
+    @property
+    def settling(self) -> bool:
+        return self.since_move < self.tokens
+
+    def wait(self, every: int) -> int:
+        """Steps between two searches: ``every``, doubled for each set the target has dropped (up to 16x): a
+        proxy proven wrong that often is consulted less."""
+        return every * 2 ** min(len(self.rejected), 4)
+
+    def moved(self) -> None:
+        """A new set is in force."""
+        self.since_move = self.since_check = 0
+
+    def count(self, key, n_drafted: int, n_accepted: int):
+        """Count a verification of ``key`` (the set in force); returns the set to go back to, if any."""
+        accepted, drafted = self.counts.get(key, (0, 0))
+        self.counts[key] = [accepted + n_accepted, drafted + n_drafted]
+        self.since_move, self.since_check = self.since_move + n_drafted, self.since_check + n_drafted
+        if self.since_check < self.tokens:
+            return None
+        self.since_check = 0
+        measured = [k for k, (_, d) in self.counts.items() if d >= self.tokens]
+        best = max(measured, key=self.acceptance)
+        if best == key or not self.acceptance(key) < self.acceptance(best):
+            return None
+        self.rejected.add(key)
+        self.moved()
+        return best
 
 
 # ---------------------------------------------------------------------------------------
@@ -259,25 +318,30 @@ def _surrogate_proposal(history: Mapping[tuple, float], n_skipped: int, ridge: f
 class OnTheFlyStrategy(SkipStrategy):
     """SWIFT-style on-the-fly search (Xia et al. 2025) at a fixed number of skipped blocks.
 
-    While *optimising*: every ``every`` steps (and only within ``budget``), score the incumbent and
-    ``population`` candidates in one batched forward over the last ``window`` verified tokens
+    While *optimising*: every ``every`` steps (doubled per set dropped; only within ``budget``), score the
+    incumbent and ``population`` candidates in one batched forward over the last ``window`` verified tokens
     (:func:`window_matchness`); candidates are mostly random (neighbours of the incumbent, or uniformly random
     sets), and every ``model_every``-th round one comes from a ridge-regression surrogate of matchness over all
     sets scored (in place of SWIFT's Gaussian process). A candidate replaces the incumbent when it matches at least
     ``margin`` more of the window's positions. Optimisation stops once the incumbent's matchness reaches
     ``stop_at`` or it has held for ``patience`` rounds (*settled*: choosing is then free), and starts again when
-    the smoothed acceptance of its drafts falls below ``restart_below``.
+    the smoothed acceptance of its drafts falls below ``restart_below``. It searches from the first steps
+    (SWIFT's cold start); with ``trust_initial`` it starts settled on ``initial`` and searches only once
+    acceptance falls. Measured acceptance has the last word (:class:`_Probation`, ``trial_tokens``): a set that
+    drafts worse than the best set measured so far is dropped for good and the search settles back there.
     """
 
     name = "on-the-fly"
 
     def __init__(self, initial: SkipSet, *, n_skipped: int | None = None, window: int = 16, population: int = 4,
                  every: int = 4, model_every: int = 3, stop_at: float = 0.9, restart_below: float = 0.7,
-                 margin: int = 2, patience: int = 3, budget: float = 0.08, seed: int = 0):
+                 margin: int = 2, patience: int = 3, budget: float = 0.08, seed: int = 0, trust_initial: bool = False,
+                 trial_tokens: int = 32):
         super().__init__()
         if not isinstance(initial, SkipSet):
             raise TypeError(f"initial must be a labkit.SkipSet, got {type(initial).__name__}")
         self.initial, self.n_skipped = initial, initial.n_skipped if n_skipped is None else n_skipped
+        self.trust_initial, self.trial_tokens = bool(trust_initial), _check_int("trial_tokens", trial_tokens, 1)
         self.window, self.population = _check_int("window", window, 1), _check_int("population", population, 1)
         self.every, self.model_every = _check_int("every", every, 1), _check_int("model_every", model_every, 1)
         self.stop_at = _check_share("stop_at", stop_at)
@@ -303,8 +367,9 @@ class OnTheFlyStrategy(SkipStrategy):
             self._bind(self.model)
         self.history: dict[tuple, float] = {}        # every set scored -> its mean matchness
         self.matchness, self.rounds, self.steps_since, self.held = float("nan"), 0, 0, 0
-        self.phase, self.round_cost_s = "optimising", 0.0
-        self.acceptance = _Acceptance(0.9, 1.0)
+        trusted = self.trust_initial and self.initial.n_skipped == self.n_skipped
+        self.phase, self.round_cost_s = "settled" if trusted else "optimising", 0.0
+        self.acceptance, self.probation = _Acceptance(0.95, 1.0), _Probation(self.trial_tokens)
 
     def _candidates(self) -> list[tuple[bool, ...]]:
         out = []
@@ -319,7 +384,8 @@ class OnTheFlyStrategy(SkipStrategy):
 
     def _score(self, state) -> None:
         """One optimisation round: incumbent + candidates, one batched forward."""
-        sets = [self.incumbent] + [c for c in self._candidates() if c != self.incumbent]
+        sets = [self.incumbent] + [c for c in self._candidates()
+                                   if c != self.incumbent and c not in self.probation.rejected]
         scores = window_matchness(self.model, state, torch.tensor(sets), self.window).tolist()
         for mask, m in zip(sets, scores):
             seen = self.history.get(mask)
@@ -327,6 +393,7 @@ class OnTheFlyStrategy(SkipStrategy):
         best = max(range(len(sets)), key=lambda i: scores[i])
         positions = min(self.window, len(state.tokens) - 1)
         if (scores[best] - scores[0]) * positions >= max(self.margin, 1):       # same window, enough more positions
+            self.probation.moved()
             self.incumbent, self.held = sets[best], 0
         else:
             best, self.held = 0, self.held + 1
@@ -336,7 +403,8 @@ class OnTheFlyStrategy(SkipStrategy):
 
     def _choose(self, state) -> SkipSet:
         self.steps_since += 1
-        due = self.phase == "optimising" and self.steps_since >= self.every
+        due = (self.phase == "optimising" and self.steps_since >= self.probation.wait(self.every)
+               and not self.probation.settling)
         if due and len(state.tokens) > 2 and self.ledger.affords(self.round_cost_s, self.budget):
             t0 = time.perf_counter()
             self._score(state)
@@ -347,12 +415,16 @@ class OnTheFlyStrategy(SkipStrategy):
         if not n_drafted:
             return
         self.acceptance.update(n_drafted, verdict.n_accepted)
-        if self.phase == "settled" and self.acceptance.value < self.restart_below:
+        back = self.probation.count(self.incumbent, n_drafted, verdict.n_accepted)
+        if back is not None:                                # the move drafted worse: back, and settle there
+            self.incumbent, self.phase, self.acceptance.value = back, "settled", self.acceptance.initial
+        elif self.phase == "settled" and self.acceptance.value < self.restart_below:
             self.phase, self.acceptance.value = "optimising", self.acceptance.initial
 
     def state(self) -> dict:
         return {**super().state(), "phase": self.phase, "matchness": self.matchness, "rounds": self.rounds,
-                "sets_scored": len(self.history), "acceptance": self.acceptance.value}
+                "sets_scored": len(self.history), "acceptance": self.acceptance.value,
+                "sets_dropped": len(self.probation.rejected)}
 
 
 # ---------------------------------------------------------------------------------------
@@ -456,16 +528,19 @@ class InContextStrategy(SkipStrategy):
     set in force's (run alongside in the same batches) by at least ``margin``. No search beforehand.
 
     The DP costs about as much as a few decoding steps on a CPU, so it runs at most after every ``every``-th
-    verification of its own drafts, only within ``budget``, and only while the smoothed acceptance of the set in
-    force is below ``redo_below`` or the set has not settled (the DP kept the same set ``settle_after`` times in
-    a row) since the acceptance last fell.
+    verification of its own drafts (doubled per set dropped), only within ``budget``, and only while the smoothed
+    acceptance of the set in force is below ``redo_below`` or the set has not settled (the DP kept the same set
+    ``settle_after`` times in a row) since the acceptance last fell. Measured acceptance has the last word
+    (:class:`_Probation`, ``trial_tokens``): a set that drafts worse than the best set measured so far is dropped
+    for good and the strategy goes back there and settles.
     """
 
     name = "in-context"
 
     def __init__(self, initial: SkipSet, *, n_skipped: int | None = None, every: int = 6, budget: float = 0.08,
-                 settle_after: int = 2, redo_below: float = 0.75, margin: float = 0.02):
+                 settle_after: int = 2, redo_below: float = 0.75, margin: float = 0.02, trial_tokens: int = 32):
         super().__init__()
+        self.trial_tokens = _check_int("trial_tokens", trial_tokens, 1)
         if not isinstance(initial, SkipSet):
             raise TypeError(f"initial must be a labkit.SkipSet, got {type(initial).__name__}")
         self.initial, self.n_skipped = initial, initial.n_skipped if n_skipped is None else n_skipped
@@ -483,7 +558,7 @@ class InContextStrategy(SkipStrategy):
         super().reset()
         self.current, self.cosines, self.n_dp, self.same_in_a_row = self.initial, [], 0, self.settle_after
         self.steps_since, self.dp_cost_s, self._planned, self._captured = 0, 0.0, False, None
-        self.acceptance = _Acceptance(0.9, 1.0)
+        self.acceptance, self.probation = _Acceptance(0.95, 1.0), _Probation(self.trial_tokens)
 
     @property
     def settled(self) -> bool:
@@ -501,32 +576,46 @@ class InContextStrategy(SkipStrategy):
 
     def _choose(self, state) -> SkipSet:
         self.steps_since += 1
-        self._planned = (self.steps_since >= self.every and not self.settled
+        self._planned = (self.steps_since >= self.probation.wait(self.every) and not self.settled
+                         and not self.probation.settling
                          and self.ledger.affords(self.dp_cost_s, self.budget))
         return self.current
 
     def _observe(self, state, start, verdict, n_drafted) -> None:
         if n_drafted:
             self.acceptance.update(n_drafted, verdict.n_accepted)
-            if self.acceptance.value < self.redo_below:                   # acceptance fell: look again
+            back = self.probation.count(self.current, n_drafted, verdict.n_accepted)
+            if back is not None:                          # the move drafted worse: back, and settle there
+                self.current, self.same_in_a_row = back, self.settle_after
+                self.acceptance.value = self.acceptance.initial
+            elif self.acceptance.value < self.redo_below:                 # acceptance fell: look again
                 self.same_in_a_row = min(self.same_in_a_row, self.settle_after - 1)
         if self._planned and self._captured is not None and verdict.hidden_states is not None:
             t0 = time.perf_counter()
-            index = verdict.n_accepted                       # the last position whose input tokens were verified
-            in_force = self.current.to_mask(self.n_layers)
-            mask, cosines, (followed,) = layer_dp(self.model, self._captured, verdict.hidden_states, index,
-                                                  state.cache, start - 1 + index, self.n_skipped, follow=[in_force])
-            better = cosines[-1] > followed[-1] + self.margin
-            chosen = SkipSet.from_mask(mask) if better else self.current
-            self.cosines = cosines if better else followed
-            self.same_in_a_row = self.same_in_a_row + 1 if chosen == self.current else 0
-            self.current, self.n_dp, self.steps_since = chosen, self.n_dp + 1, 0
+            self._run_dp(state, start, verdict)
             self.dp_cost_s = time.perf_counter() - t0
         self._planned, self._captured = False, None
 
+    def _run_dp(self, state, start, verdict) -> None:
+        """:func:`layer_dp` at the last position whose input tokens were verified; move if its set is closer by
+        ``margin`` than the set in force (and was never dropped)."""
+        index = verdict.n_accepted
+        in_force = self.current.to_mask(self.n_layers)
+        mask, cosines, (followed,) = layer_dp(self.model, self._captured, verdict.hidden_states, index,
+                                              state.cache, start - 1 + index, self.n_skipped, follow=[in_force])
+        proposal = SkipSet.from_mask(mask)
+        better = cosines[-1] > followed[-1] + self.margin and proposal not in self.probation.rejected
+        chosen = proposal if better else self.current
+        if chosen != self.current:
+            self.probation.moved()
+        self.cosines = cosines if better else followed
+        self.same_in_a_row = self.same_in_a_row + 1 if chosen == self.current else 0
+        self.current, self.n_dp, self.steps_since = chosen, self.n_dp + 1, 0
+
     def state(self) -> dict:
         return {**super().state(), "n_dp": self.n_dp, "settled": self.settled,
-                "final_cosine": self.cosines[-1] if self.cosines else float("nan"), "acceptance": self.acceptance.value}
+                "final_cosine": self.cosines[-1] if self.cosines else float("nan"), "acceptance": self.acceptance.value,
+                "sets_dropped": len(self.probation.rejected)}
 
 
 # ---------------------------------------------------------------------------------------

@@ -82,8 +82,10 @@ def test_greedy_with_int8_drafts_matches_plain_decoding(model, seed):
         max_new = rng.choice([3, 9, 24])
         expected = autoregressive_generate(model, ids, max_new).sequences    # == generate(): test_decoding.py
         skip = rng.choice([SkipSet(mlp=[1, 2]), SkipSet(attention=[1, 3], mlp=[0]), SkipSet(),
-                           OnTheFlyStrategy(SkipSet(attention=[2], mlp=[1]), every=1, budget=1.0, seed=seed),
-                           InContextStrategy(SkipSet(attention=[3], mlp=[2]), every=1, budget=1.0, redo_below=1.0)])
+                           OnTheFlyStrategy(SkipSet(attention=[2], mlp=[1]), every=1, budget=1.0, seed=seed,
+                                            trust_initial=False, trial_tokens=1),
+                           InContextStrategy(SkipSet(attention=[3], mlp=[2]), every=1, budget=1.0, redo_below=1.0,
+                                             trial_tokens=1)])
         policy = rng.choice([FixedK(rng.randint(1, 6)), StaticThreshold(rng.choice([0.0, 0.5]), 8)])
         out = speculative_generate(model, ids, skip=skip, policy=policy, max_new_tokens=max_new,
                                    lookup=rng.choice([0, 3]), draft_weights="int8")

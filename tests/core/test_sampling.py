@@ -136,9 +136,9 @@ def test_skip_strategies_sample_exactly(target, name):
     learned); every sample is still exact: the two-token distribution of the target."""
     costs = {"attention_ms": [0.3, 0.3], "mlp_ms": [0.1, 0.1], "fixed_ms": 0.3, "verify_ms": [1.0 + 0.1 * k for k in range(13)]}
     strategy = {"on-the-fly": lambda: OnTheFlyStrategy(SkipSet(attention=[1], mlp=[0]), every=1, window=2, margin=1,
-                                                       budget=1.0),
+                                                       budget=1.0, trust_initial=False, trial_tokens=1),
                 "in-context": lambda: InContextStrategy(SkipSet(attention=[1], mlp=[1]), every=1, budget=1.0, margin=0.0,
-                                                        redo_below=1.0),
+                                                        redo_below=1.0, trial_tokens=1),
                 "knapsack": lambda: KnapsackStrategy(costs, [0.5, 0.2, 0.1, 0.3], anchor=SkipSet(mlp=[0]),
                                                      anchor_alpha=0.8, min_tokens=1, margin=0.0)}[name]()
     warp, sets = WARPS[1], set()

@@ -2,6 +2,7 @@
 model and the cache exactly as they found them (equality with greedy decoding: tests/core/test_decoding.py)."""
 import itertools
 import random
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -13,7 +14,7 @@ from labkit.core.sampling import Warp
 from labkit.core.skip import batched_skipping
 from labkit.core.state import DecodingState
 from labkit.core.strategies import (InContextStrategy, KnapsackStrategy, Ledger, OnTheFlyStrategy, StaticStrategy,
-                                    _surrogate_proposal, capture_layer_calls, expected_tokens, knapsack, knapsack_set,
+                                    _Acceptance, _Probation, _surrogate_proposal, capture_layer_calls, expected_tokens, knapsack, knapsack_set,
                                     layer_dp, window_matchness)
 from labkit.core.verify import target_forward
 from tiny_models import ARCHITECTURES, tiny_model
@@ -26,8 +27,10 @@ def strategies(seed: int = 0) -> dict:
     """Every strategy, set to act at every opportunity (budget 1), so the tests exercise their side computations."""
     return {
         "static": StaticStrategy(SkipSet(mlp=[1, 2])),
-        "on-the-fly": OnTheFlyStrategy(SkipSet(attention=[2], mlp=[1, 3]), every=1, budget=1.0, seed=seed),
-        "in-context": InContextStrategy(SkipSet(attention=[3], mlp=[2]), every=1, budget=1.0, redo_below=1.0),
+        "on-the-fly": OnTheFlyStrategy(SkipSet(attention=[2], mlp=[1, 3]), every=1, budget=1.0, seed=seed,
+                                       trust_initial=False, trial_tokens=1),
+        "in-context": InContextStrategy(SkipSet(attention=[3], mlp=[2]), every=1, budget=1.0, redo_below=1.0,
+                                        trial_tokens=1),
         "knapsack": KnapsackStrategy(COSTS, [2.0, .1, .2, .1, .3, .1, .1, .2], anchor=SkipSet(mlp=[1]),
                                      anchor_alpha=0.9, min_tokens=2, margin=0.0),
     }
@@ -212,3 +215,63 @@ def test_knapsack_proposes_by_model_and_keeps_what_measures_fastest():
     k._decide()
     assert k.current != proposal and k.n_moves == 2                 # leaves it, never to return while slower
     assert k.state()["sets_tried"] == 2
+
+
+def test_probation_goes_back_to_the_best_measured_set_and_drops_the_worse():
+    p = _Probation(tokens=8)
+    for _ in range(3):
+        assert p.count("old", 4, 3) is None               # the start set: 9 of 12 (0.75)
+    p.moved()                                             # a proxy puts "new" in force
+    assert p.settling and p.count("new", 4, 1) is None    # 4 drafted: not compared yet, no other move meanwhile
+    assert p.count("new", 4, 1) == "old"                  # 2 of 8 < 0.75: back to the best measured
+    assert p.rejected == {"new"} and p.acceptance("old") == 0.75 and p.settling
+    assert p.wait(4) == 8                                 # the proxy was wrong once: search half as often
+
+
+def test_probation_keeps_a_set_that_drafts_as_well():
+    p = _Probation(tokens=8)
+    p.count("old", 8, 6)
+    p.moved()
+    assert p.count("new", 8, 6) is None and not p.rejected and not p.settling
+    assert p.count("new", 8, 8) is None                   # better still: it is the best now
+    assert p.count("old", 8, 0) == "new" and p.rejected == {"old"}     # and the old set, back in force, is not
+
+
+def test_acceptance_estimate_counts_judged_tokens():
+    a = _Acceptance(0.5, 1.0)
+    a.update(4, 4)                                        # all accepted: stays 1
+    assert a.value == 1.0
+    a.update(4, 1)                                        # one accepted (1), then the first rejected (0)
+    assert a.value == pytest.approx(0.5)                  # the two tokens after it were never judged
+
+
+def _verdict(n_accepted):
+    return SimpleNamespace(n_accepted=n_accepted, hidden_states=None)
+
+
+def test_on_the_fly_trusts_its_start_set_until_acceptance_falls(model):
+    trusting = OnTheFlyStrategy(SkipSet(mlp=[1]), restart_below=0.7, trust_initial=True).bind(model)
+    assert trusting.phase == "settled"
+    cold = OnTheFlyStrategy(SkipSet(mlp=[1])).bind(model)                 # SWIFT's cold start, the default
+    assert cold.phase == "optimising"
+    for _ in range(20):
+        trusting._observe(None, 0, _verdict(0), 4)
+    assert trusting.phase == "optimising"                 # the target says the set fails: search
+
+
+def test_strategies_go_back_when_a_move_drafts_worse(model):
+    fly = OnTheFlyStrategy(SkipSet(mlp=[1]), trial_tokens=4).bind(model)
+    old = fly.incumbent
+    new = old[1:] + old[:1]                               # as many blocks skipped, others
+    fly._observe(None, 0, _verdict(4), 4)
+    fly.probation.moved()
+    fly.incumbent, fly.phase = new, "optimising"
+    fly._observe(None, 0, _verdict(0), 4)
+    assert fly.incumbent == old and fly.phase == "settled" and fly.state()["sets_dropped"] == 1
+    start, other = SkipSet(mlp=[1]), SkipSet(attention=[1])
+    ctx = InContextStrategy(start, trial_tokens=4).bind(model)
+    ctx._observe(None, 0, _verdict(4), 4)
+    ctx.probation.moved()
+    ctx.current, ctx.same_in_a_row = other, 0
+    ctx._observe(None, 0, _verdict(1), 4)
+    assert ctx.current == start and ctx.settled and other in ctx.probation.rejected
