@@ -26,9 +26,9 @@ its expensive work only while that stays within ``budget`` (a share of decode ti
 A proxy (matchness on 16 tokens, cosine at one position) can prefer a set that drafts worse. On-the-fly and
 in-context therefore let the target have the last word (:class:`_Probation`): every set's accepted/drafted is
 counted while it drafts, a set that drafts worse than the best one measured is dropped for good and the strategy
-goes back to that one, and each dropped set doubles the wait before the next search. On-the-fly searches from the
-first steps (SWIFT's cold start; ``trust_initial=True`` waits until the start set's acceptance falls), in-context
-only once acceptance falls.
+goes back to that one, and each dropped set doubles the wait before the next search. On-the-fly searches as soon as
+its start set has drafted a trial's worth of tokens (SWIFT's cold start; ``trust_initial=True`` waits until the
+start set's acceptance falls), in-context only once acceptance falls.
 """
 from __future__ import annotations
 
@@ -325,10 +325,10 @@ class OnTheFlyStrategy(SkipStrategy):
     sets scored (in place of SWIFT's Gaussian process). A candidate replaces the incumbent when it matches at least
     ``margin`` more of the window's positions. Optimisation stops once the incumbent's matchness reaches
     ``stop_at`` or it has held for ``patience`` rounds (*settled*: choosing is then free), and starts again when
-    the smoothed acceptance of its drafts falls below ``restart_below``. It searches from the first steps
-    (SWIFT's cold start); with ``trust_initial`` it starts settled on ``initial`` and searches only once
-    acceptance falls. Measured acceptance has the last word (:class:`_Probation`, ``trial_tokens``): a set that
-    drafts worse than the best set measured so far is dropped for good and the search settles back there.
+    the smoothed acceptance of its drafts falls below ``restart_below``. It searches as soon as its start set has
+    drafted ``trial_tokens`` tokens (SWIFT's cold start); with ``trust_initial`` it starts settled on ``initial``
+    and searches only once acceptance falls. Measured acceptance has the last word (:class:`_Probation`): a set
+    that drafts worse than the best set measured so far is dropped for good and the search settles back there.
     """
 
     name = "on-the-fly"
