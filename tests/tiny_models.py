@@ -63,3 +63,15 @@ def save_tiny_model_folder(path, n_layers: int = 4):
     model.save_pretrained(path)
     tokenizer.save_pretrained(path)
     return path
+
+
+def random_draft_head(model, skip, *, scale: float = 0.5, seed: int = 0):
+    """A labkit DraftHead for ``model`` and ``skip`` with random weights: a draft visibly unlike the plain skip."""
+    from labkit.core.draft_head import DraftHead
+
+    head = DraftHead(model.config.hidden_size, skip)
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        head.proj.weight.copy_(scale * torch.randn(head.proj.weight.shape, generator=generator))
+        head.proj.bias.copy_(scale * torch.randn(head.proj.bias.shape, generator=generator))
+    return head.eval().requires_grad_(False)

@@ -14,10 +14,11 @@ from pathlib import Path
 import torch
 
 from ..core.architectures import SUPPORTED_ARCHITECTURES, check_supported
+from ..core.draft_head import DraftHead
 from .paths import MODELS_DIR
 
 __all__ = ["load_model", "SHIPPED_MODELS", "model_folder", "model_id", "model_key", "fingerprint",
-           "load_draft_model"]
+           "load_draft_model", "load_draft_head", "draft_head_folder"]
 
 #: Models trained by this lab and shipped in data/models/.
 SHIPPED_MODELS = ("default", "plain", "draft")
@@ -104,6 +105,22 @@ def load_draft_model(name: str = "draft", *, verbose: bool = True):
             print(f"No draft model at {name}; skipping this section.")
         return None
     return load_model(name)
+
+
+def draft_head_folder(name_or_path: str | os.PathLike = "default") -> Path:
+    """Where a model's draft head lives: ``<model folder>/draft_head`` (``python -m labkit.train_draft_head``)."""
+    return model_folder(name_or_path) / "draft_head"
+
+
+def load_draft_head(name_or_path: str | os.PathLike = "default") -> DraftHead:
+    """The draft head fitted for a model (shipped name or folder), for ``speculative_generate(draft_head=...)``
+    with ``skip=head.skip``; FileNotFoundError saying how to fit one when the model has none."""
+    folder = draft_head_folder(name_or_path)
+    try:
+        return DraftHead.load(folder)
+    except FileNotFoundError as error:
+        raise FileNotFoundError(f"{error}; fit one with `python -m labkit.train_draft_head --model "
+                                f"{name_or_path}`") from None
 
 
 def model_id(name) -> str:

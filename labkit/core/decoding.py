@@ -122,7 +122,7 @@ def speculative_generate(model, input_ids, *, skip: SkipSet | SkipStrategy | Non
                          drafter: Drafter | None = None, policy: DraftPolicy | None = None, max_new_tokens: int = 64,
                          do_sample: bool = False, temperature: float = 1.0, top_k: int | None = None,
                          top_p: float | None = None, generator: torch.Generator | None = None, eos_token_id=None,
-                         lookup: int = 0, draft_weights: str | None = None,
+                         lookup: int = 0, draft_weights: str | None = None, draft_head=None,
                          record_trace: bool = True) -> GenerationResult:
     """Draft with ``model`` minus the blocks in ``skip`` (or with ``draft_model``, or any ``drafter``), verify
     with ``model``. Greedy output is token-identical to plain greedy decoding; sampled output is an exact
@@ -133,15 +133,18 @@ def speculative_generate(model, input_ids, *, skip: SkipSet | SkipStrategy | Non
     context (a point-mass q); the model drafts only when nothing matches. ``skip`` may also be a skip strategy
     (:func:`labkit.skip_strategy`): it chooses the set before every draft and keeps what it learned across calls.
     ``draft_weights="int8"`` lets the self-draft read int8 copies of the weights (cheaper drafts, the same output:
-    verification uses the model's own weights; see :mod:`labkit.core.draft_weights`).
+    verification uses the model's own weights; see :mod:`labkit.core.draft_weights`). ``draft_head`` (a
+    :class:`~labkit.core.draft_head.DraftHead`, :func:`labkit.load_draft_head`) corrects the self-draft's last
+    hidden state; it belongs to one skip set, which ``skip`` must be (the output is the same with or without it).
     """
     input_ids = check_inputs(model, input_ids, max_new_tokens)
     if drafter is None:
-        drafter = make_drafter(model, skip=skip, draft_model=draft_model, lookup=lookup, draft_weights=draft_weights)
+        drafter = make_drafter(model, skip=skip, draft_model=draft_model, lookup=lookup, draft_weights=draft_weights,
+                               draft_head=draft_head)
     elif not isinstance(drafter, Drafter):
         raise TypeError(f"drafter must be a labkit.core.drafters.Drafter, got {type(drafter).__name__}")
-    elif skip is not None or draft_model is not None or lookup or draft_weights is not None:
-        raise ValueError("give a drafter or skip / draft_model / lookup / draft_weights, not both")
+    elif skip is not None or draft_model is not None or lookup or draft_weights is not None or draft_head is not None:
+        raise ValueError("give a drafter or skip / draft_model / lookup / draft_weights / draft_head, not both")
     policy = _check_policy(policy)
     policy.begin()
     state = DecodingState(model, new_cache(model), input_ids[0].tolist(), input_ids.shape[1],

@@ -25,6 +25,7 @@ import torch
 
 from .architectures import check_mask_free_drafting, check_supported
 from .cache import crop_to, new_cache
+from .draft_head import DraftHead
 from .draft_weights import draft_weights as build_draft_weights
 from .forward import forward_tokens
 from .policies import DraftPolicy
@@ -114,9 +115,12 @@ class SelfDrafter(Drafter):
 
     ``skip``: a fixed :class:`SkipSet`, or a :class:`SkipStrategy` asked for the set before every draft and
     told how each verification went. ``weights``: None (the model's own) or "int8" (the draft reads int8 copies
-    of the kept blocks' weights, :mod:`labkit.core.draft_weights`; verification still uses the model's own)."""
+    of the kept blocks' weights, :mod:`labkit.core.draft_weights`; verification still uses the model's own).
+    ``head``: a :class:`~labkit.core.draft_head.DraftHead` fitted for the fixed set ``skip``, applied to the
+    draft's last hidden state only."""
 
-    def __init__(self, model, skip: SkipSet | SkipStrategy | None = None, weights: str | None = None):
+    def __init__(self, model, skip: SkipSet | SkipStrategy | None = None, weights: str | None = None,
+                 head: DraftHead | None = None):
         skip = skip if skip is not None else SkipSet()
         if isinstance(skip, SkipStrategy):
             self.strategy, self.skip = skip.bind(model), None
@@ -127,8 +131,12 @@ class SelfDrafter(Drafter):
         else:
             raise TypeError(f"skip must be a labkit.SkipSet or a skip strategy (labkit.skip_strategy), "
                             f"got {type(skip).__name__}")
+        if head is not None and not isinstance(head, DraftHead):
+            raise TypeError(f"draft_head must be a labkit DraftHead (labkit.load_draft_head), got {type(head).__name__}")
+        if head is not None:
+            head.check(model, self.skip or skip)   # a strategy is not the set the head was fitted for: ValueError
         self.weights = build_draft_weights(model, weights)
-        self.model, self._drafted = model, (None, 0)          # (start position, tokens) of this drafter's last draft
+        self.model, self.head, self._drafted = model, head, (None, 0)          # (start position, tokens) of this drafter's last draft
 
     def prefill(self, state: DecodingState, prompt_ids: torch.Tensor) -> None:
         if self.strategy is not None:
@@ -137,7 +145,8 @@ class SelfDrafter(Drafter):
     def draft(self, state: DecodingState, budget: int, policy: DraftPolicy) -> Draft:
         skip = self.strategy.choose(state) if self.strategy is not None else self.skip
         t0 = time.perf_counter()
-        with skipping(self.model, skip), (self.weights.swapped() if self.weights else nullcontext()):
+        with skipping(self.model, skip), (self.weights.swapped() if self.weights else nullcontext()), \
+                (self.head.applied(self.model) if self.head is not None else nullcontext()):
             draft, _ = draft_tokens(self.model, state.cache, [state.tokens[-1]], state.position - 1, state, budget,
                                     policy)
         if self.strategy is not None:
@@ -249,14 +258,17 @@ class LookupDrafter(Drafter):
 
 
 def make_drafter(model, *, skip: SkipSet | SkipStrategy | None = None, draft_model=None, lookup: int = 0,
-                 draft_weights: str | None = None) -> Drafter:
+                 draft_weights: str | None = None, draft_head: DraftHead | None = None) -> Drafter:
     """The drafter ``speculative_generate``'s arguments describe (self-drafting unless a draft model is given;
-    ``skip``: a set or a skip strategy; ``draft_weights``: the self-draft's weights, None or "int8")."""
+    ``skip``: a set or a skip strategy; ``draft_weights``: the self-draft's weights, None or "int8";
+    ``draft_head``: a head fitted for the set ``skip``)."""
     if skip is not None and draft_model is not None:
         raise ValueError("give either skip (self-drafting) or draft_model, not both")
     if draft_weights is not None and draft_model is not None:
         raise ValueError("draft_weights applies to self-drafting; give it without draft_model")
+    if draft_head is not None and draft_model is not None:
+        raise ValueError("draft_head applies to self-drafting; give it without draft_model")
     if isinstance(lookup, bool) or not isinstance(lookup, int) or lookup < 0:
         raise ValueError(f"lookup must be an integer >= 0, got {lookup!r}")
-    drafter = ModelDrafter(model, draft_model) if draft_model is not None else SelfDrafter(model, skip, draft_weights)
+    drafter = ModelDrafter(model, draft_model) if draft_model is not None else SelfDrafter(model, skip, draft_weights, draft_head)
     return LookupDrafter(lookup, drafter) if lookup else drafter

@@ -36,7 +36,7 @@ from typing import Callable
 import torch
 from tqdm.auto import tqdm
 
-from ..artifacts.models import load_model, model_folder
+from ..artifacts.models import load_draft_head, load_model, model_folder
 from ..artifacts.paths import BENCH_DIR
 from ..artifacts.prompts import benchmark_prompts, source_info, source_label
 from ..artifacts.results import skip_set_for
@@ -46,7 +46,7 @@ from ..core.early_exit import EarlyExitDrafter
 from ..core.gate import TargetConfidenceGate
 from ..core.jacobi import INITS, METHODS, jacobi_generate
 from ..core.policies import AdaptiveThreshold, FixedK, StaticThreshold
-from .adaptive import strategy_methods
+from .adaptive import reference_sets, strategy_methods
 from .early_exit import CallProfile, hf_early_exit_profile, labkit_early_exit_profile
 from .machine import machine_info
 
@@ -82,6 +82,7 @@ class BenchConfig:
     strategy_names: tuple[str, ...] = ("on-the-fly", "in-context", "knapsack")
     only_strategies: bool = False       # --only-strategies: the strategy section alone
     draft_weights: tuple[str, ...] = ("int8",)   # extra rows of the static sets with these draft weights
+    draft_head: bool = True             # rows with the first model's draft head (when it has one), on its set
     out_dir: str = str(BENCH_DIR)       # committed: the README quotes it
 
     @classmethod
@@ -403,6 +404,27 @@ def skip_strategy_methods(cfg: BenchConfig, loaded: dict) -> list[Method]:
                 f"{name}: {label}" + (f", {w} draft" if w else "") + (" + prompt lookup" if lookup else ""), name,
                 lambda ids, n, m=model, s=strategy, p=policy, k=lookup, w=w: speculative_generate(
                     m, ids, skip=s, policy=p, max_new_tokens=n, lookup=k, draft_weights=w)))
+    return methods + draft_head_methods(cfg, name, model)
+
+
+def draft_head_methods(cfg: BenchConfig, name: str, model) -> list[Method]:
+    """Rows of the model's draft head (:func:`labkit.load_draft_head`) on the set it was fitted for, at the stop
+    threshold recorded with it, each draft weight without and with prompt lookup; none when it has no head."""
+    try:
+        head = load_draft_head(model_folder(name)) if cfg.draft_head else None
+    except FileNotFoundError:
+        head = None
+    if head is None:
+        return []
+    trained = reference_sets(model).get("trained draft path")
+    label = f"{name}: static: " + ("trained draft path" if head.skip == trained else "head's set") + " + draft head"
+    methods = []
+    for w, lookup in itertools.product((None,) + tuple(cfg.draft_weights), (0, cfg.lookup_tokens)):
+        policy = StaticThreshold(head.threshold, 12)
+        methods.append(_labkit_method(
+            label + (f", {w} draft" if w else "") + (" + prompt lookup" if lookup else ""), name,
+            lambda ids, n, m=model, p=policy, k=lookup, w=w: speculative_generate(
+                m, ids, skip=head.skip, policy=p, max_new_tokens=n, lookup=k, draft_weights=w, draft_head=head)))
     return methods
 
 
@@ -556,6 +578,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--draft-weights", nargs="*", choices=DRAFT_WEIGHTS,
                         help="extra strategy-section rows of the static sets with these draft weights "
                              "(default: int8; the flag with no value: no extra rows)")
+    parser.add_argument("--no-draft-head", action="store_true",
+                        help="leave out the strategy-section rows with the model's draft head")
     parser.add_argument("--out", help="results folder (default data/bench)")
     parser.add_argument("--trace-overhead", action="store_true",
                         help="only measure what recording the trace costs (record_trace on vs off)")
@@ -582,6 +606,8 @@ def main(argv: list[str] | None = None) -> None:
         overrides["strategies"] = False
     if args.only_strategies:
         overrides["only_strategies"] = True
+    if args.no_draft_head:
+        overrides["draft_head"] = False
     cfg = BenchConfig.quick(**overrides) if args.quick else BenchConfig(**overrides)
     result = run_benchmark(cfg)
     print(f"\nMachine: {result['machine']['processor']}, {cfg.threads} thread(s), torch {result['machine']['torch']}")

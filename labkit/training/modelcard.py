@@ -64,6 +64,20 @@ def _recipe_text(cfg: dict) -> str:
                "token (what greedy verification checks)." if cfg.get("top1_weight") else ""))
 
 
+def _draft_head_section(model_dir: Path) -> str:
+    """A section on the draft head fitted for this model (``python -m labkit.train_draft_head``), when it has one."""
+    path = model_dir / "draft_head" / "draft_head.json"
+    if not path.exists():
+        return ""
+    head = json.loads(path.read_text())
+    info, skip = head["info"], head["skip"]
+    held = info["held_out_agreement"]
+    return f"""
+
+## Draft head
+`draft_head/` holds a residual linear map (h -> h + W h + b, {head['hidden_size']} x {head['hidden_size']}) that the self-draft applies to its last hidden state when it skips attention {skip['attention']} and MLP {skip['mlp']}; the target never runs it, so decoding stays lossless (`labkit.load_draft_head`, `speculative_generate(draft_head=...)`). Fitted with `{info['command']}` on {info['machine']} (torch {info['torch']}; {info['seconds']:.0f} s when the model's greedy continuations are already in data/checkpoints, about 5 minutes more on 2 cores to generate them): KL(full || draft) + cross-entropy against the full model's top-1 token on {info['positions']:,} positions of the model's own greedy continuations ({info['config']['new_tokens']} tokens) of {info['windows'] - info['held_out_windows']:,} windows of the training split, {info['config']['epochs']} epochs. On the {info['held_out_windows']} held-out windows the draft's top-1 agrees with the full model's on {held['without_head']:.3f} of positions without the head and {held['with_head']:.3f} with it. Stop threshold recorded with it: {head['threshold']} (chosen on the choosing prompts, `docs/notes/draft_head_threshold.py`)."""
+
+
 def write_model_card(model_dir: Path) -> Path:
     """Write MODEL_CARD.md from the folder's training.json (and robustness.json when present); returns its path."""
     model_dir = Path(model_dir)
@@ -104,7 +118,7 @@ Validation loss (full validation split, nats/token): **{rec['validation_loss']:.
 {hist}
 
 ## Skip robustness
-{_robustness_section(rob)}"""
+{_robustness_section(rob)}{_draft_head_section(model_dir)}"""
     path = model_dir / "MODEL_CARD.md"
     path.write_text(text)
     return path

@@ -10,7 +10,7 @@ from labkit import (EarlyExitDrafter, FixedK, SkipSet, TargetConfidenceGate, aut
                     speculative_generate)
 from labkit.core.sampling import Warp
 from labkit.core.strategies import InContextStrategy, KnapsackStrategy, OnTheFlyStrategy
-from tiny_models import tiny_model
+from tiny_models import random_draft_head, tiny_model
 
 VOCAB = 6
 N_SAMPLES = 3000
@@ -91,11 +91,14 @@ def test_speculative_sampling_matches_exact_distribution(target, draft, warp):
     with torch.no_grad():
         p = warp.probs(target(PROMPT).logits[0, -1]); q = warp.probs(draft(PROMPT).logits[0, -1])
     assert 0.5 * (p - q).abs().sum() > 0.3
+    head = random_draft_head(target, SkipSet(mlp=[1]))
     for name, fn in {
         "separate draft": lambda g: speculative_generate(target, PROMPT, draft_model=draft, policy=FixedK(2),
                                                          generator=g, **kw).new_tokens,
         "skip a block, int8 draft weights": lambda g: speculative_generate(
             target, PROMPT, skip=SkipSet(mlp=[1]), policy=FixedK(2), draft_weights="int8", generator=g, **kw).new_tokens,
+        "skip a block, a draft head": lambda g: speculative_generate(
+            target, PROMPT, skip=SkipSet(mlp=[1]), policy=FixedK(2), draft_head=head, generator=g, **kw).new_tokens,
         "skip everything": lambda g: speculative_generate(target, PROMPT, skip=SkipSet.all(2), policy=FixedK(2),
                                                           generator=g, **kw).new_tokens,
         "plain loop": lambda g: autoregressive_generate(target, PROMPT, generator=g, **kw).new_tokens,

@@ -6,7 +6,9 @@ import pytest
 from labkit.artifacts.paths import MODELS_DIR
 from labkit.measure import bench
 from labkit.viz.bench import bench_figure
-from tiny_models import tiny_model
+from labkit import SkipSet
+from labkit.artifacts.models import draft_head_folder
+from tiny_models import random_draft_head, tiny_model
 
 
 @pytest.fixture(scope="module")
@@ -23,6 +25,8 @@ def tiny_folders(tmp_path_factory):
         model.save_pretrained(root / name)
         tokenizer.save_pretrained(root / name)
         out[name] = str(root / name)
+        if name == "target":                                    # a draft head, for the rows that use one
+            random_draft_head(model, SkipSet(mlp=[1]), scale=0.1).save(draft_head_folder(root / name))
     return out
 
 
@@ -48,6 +52,9 @@ def test_quick_benchmark_runs_every_method_and_checks_identity(tiny_folders, tmp
             assert any(n.endswith(strategy) for n in names_here) and any(strategy + " + prompt lookup" in n for n in names_here)
         assert any(n.endswith(", int8 draft") for n in names_here)                 # the static sets' int8 rows
         assert not any("int8" in n for n in names_here if "static" not in n)
+        assert {n.split(": ", 1)[1] for n in names_here if "draft head" in n} == {
+            "static: head's set + draft head", "static: head's set + draft head + prompt lookup",
+            "static: head's set + draft head, int8 draft", "static: head's set + draft head, int8 draft + prompt lookup"}
         for row in rows:
             assert row["identical_to_plain"] is True, (source, row["method"])
         assert all(0 <= r["select_share"] < 1 for r in rows if r["family"] == "labkit")
