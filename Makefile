@@ -53,6 +53,7 @@ models: $(STAMP)
 	  --greedy-tail 64
 	$(PY) -m labkit.train --name default $(STAGE4) --draft-skip "$(DRAFT_PATH)" --draft-skip-prob 1.0 \
 	  --greedy-tail 128 --top1-weight 1.0
+	$(PY) -m labkit.train_draft_head --model default
 	$(PY) -m labkit.train --name plain --recipe plain
 	$(PY) -m labkit.train --name plain --recipe plain --token-budget 5200000
 	$(PY) -m labkit.train --name plain --recipe plain --token-budget 7247872

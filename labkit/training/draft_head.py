@@ -26,14 +26,16 @@ import torch.nn.functional as F
 from tqdm.auto import tqdm
 
 from ..artifacts.corpus import corpus_files
-from ..artifacts.models import draft_head_folder, load_model, model_key
+from ..artifacts.models import draft_head_folder, fingerprint, load_model, model_key
 from ..artifacts.paths import CHECKPOINTS_DIR
 from ..artifacts.results import trained_draft_path
 from ..core.draft_head import DraftHead, final_norm
 from ..core.skip import SkipSet, parse_skip_set, skipping
+from .modelcard import write_model_card
 from .objective import greedy_continuation
 
 __all__ = ["HeadConfig", "training_windows", "continuations", "hidden_pairs", "fit_draft_head", "agreement",
+           "continuations_file",
            "main"]
 
 
@@ -108,6 +110,11 @@ def hidden_pairs(model, skip: SkipSet, sequences: torch.Tensor, start: int,
     return torch.cat(drafts), torch.cat(fulls)
 
 
+def continuations_file(model_name: str) -> Path:
+    """Where a model's continuations are kept between runs: per model and weights (a retrained model starts afresh)."""
+    return CHECKPOINTS_DIR / f"draft_head-{model_key(model_name)}-{fingerprint(model_name)}" / "continuations.pt"
+
+
 def _logits(model, hidden: torch.Tensor) -> torch.Tensor:
     """The model's LM head on final-norm outputs (with Gemma2's soft cap where the model has one)."""
     lm_head = model.get_output_embeddings()          # read, never trained: detached, so the model gets no grads
@@ -168,7 +175,7 @@ def main(argv: list[str] | None = None) -> None:
     model, tokenizer = load_model(cfg.model)
     t0 = time.perf_counter()
     windows = training_windows(tokenizer, cfg)
-    work_file = CHECKPOINTS_DIR / f"draft_head-{model_key(cfg.model)}" / "continuations.pt"
+    work_file = continuations_file(cfg.model)
     sequences = continuations(model, windows, cfg, work_file)
     n_held = max(1, int(len(sequences) * cfg.holdout))
     h_draft, h_full = hidden_pairs(model, skip, sequences[n_held:], cfg.prompt_tokens - 1)
@@ -184,5 +191,7 @@ def main(argv: list[str] | None = None) -> None:
         "seconds": round(time.perf_counter() - t0, 1), "torch": torch.__version__, "machine": platform.machine(),
     }
     folder = head.save(draft_head_folder(cfg.model))
+    if (folder.parent / "training.json").exists():                  # a lab model: its card describes the head
+        write_model_card(folder.parent)
     print(f"draft head for {skip} written to {folder}: held-out agreement "
           f"{before:.3f} -> {head.info['held_out_agreement']['with_head']:.3f} in {head.info['seconds']:.0f} s")

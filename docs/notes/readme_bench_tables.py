@@ -1,0 +1,101 @@
+"""The README's two benchmark tables, printed from a benchmark run's bench.json (default: the committed data/bench/),
+so that every number the README quotes from the run can be regenerated, not retyped.
+
+    python docs/notes/readme_bench_tables.py [path/to/bench.json]
+"""
+import json
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+#: README label -> the benchmark's method name(s); several names make one "a / b / c" row.
+GREEDY_ROWS = [
+    ("HF `generate`", ["default: HF generate"]),
+    ("labkit plain loop", ["default: labkit plain loop"]),
+    ("self-spec, fixed K = 4", ["default: self-spec, fixed K"]),
+    ("self-spec, static threshold 0.5", ["default: self-spec, static threshold"]),
+    ("**self-spec, adaptive threshold** (paper's defaults)", ["default: self-spec, adaptive threshold"]),
+    ("**self-spec adaptive + prompt lookup** (6 tokens)", ["default: self-spec adaptive + prompt lookup"]),
+    ("self-spec adaptive + target-confidence gate 0.4", ["default: self-spec adaptive + gate 0.4"]),
+    ("self-spec fixed K = 4 + gate 0.4", ["default: self-spec fixed K + gate 0.4"]),
+    ("labkit early exit (layer 4), transformers' drafting rule", ["default: labkit early exit (layer 4), HF rule"]),
+    ("labkit early exit (layer 4), adaptive", ["default: labkit early exit (layer 4), adaptive"]),
+    ("labkit, separate `draft` model, adaptive", ["default: labkit, separate draft model"]),
+    ("HF `assistant_early_exit` (layer 4)", ["default: HF early exit (layer 4)"]),
+    ("HF prompt lookup", ["default: HF prompt lookup"]),
+    ("HF `assistant_model` (`draft`)", ["default: HF assistant model (draft)"]),
+    ("Jacobi, initial guess pad / repeat / self-draft", [f"default: jacobi, {i} (block 4)" for i in
+                                                         ("pad", "repeat", "self-draft")]),
+    ("Gauss-Seidel (GS-Jacobi), pad / repeat / self-draft", [f"default: gauss-seidel, {i} (block 4)" for i in
+                                                             ("pad", "repeat", "self-draft")]),
+    ("`plain`: self-spec, adaptive", ["plain: self-spec, adaptive threshold"]),
+    ("`plain`: self-spec adaptive + prompt lookup", ["plain: self-spec adaptive + prompt lookup"]),
+    ("`plain`: self-spec adaptive + gate 0.4", ["plain: self-spec adaptive + gate 0.4"]),
+    ("`plain`: labkit early exit (layer 4), adaptive", ["plain: labkit early exit (layer 4), adaptive"]),
+]
+
+STRATEGY_ROWS = [
+    ("static: searched set (10 blocks)", "static: searched set"),
+    ("static: searched set, int8 draft", "static: searched set, int8 draft"),
+    ("static: trained draft path (8 blocks)", "static: trained draft path"),
+    ("static: trained draft path, int8 draft", "static: trained draft path, int8 draft"),
+    ("static: trained draft path + draft head", "static: trained draft path + draft head"),
+    ("static: trained draft path + draft head, int8 draft", "static: trained draft path + draft head, int8 draft"),
+    ("on-the-fly (SWIFT-style)", "on-the-fly"),
+    ("in-context (CLaSp-style)", "in-context"),
+    ("knapsack (KnapSpec-style)", "knapsack"),
+]
+
+
+def cell(rows: list[dict], key: str, spec: str) -> str:
+    values = [row.get(key) for row in rows]
+    if any(v is None for v in values):
+        return ""
+    return " / ".join(format(v, spec) for v in values)
+
+
+def greedy_table(result: dict) -> list[str]:
+    by_name = {row["method"]: row for row in result["greedy"]}
+    lines = []
+    for label, names in GREEDY_ROWS:
+        rows = [by_name[n] for n in names]
+        ratio = [r["measured_over_limit"] for r in rows]
+        span = sorted({format(v, ".2f") for v in ratio}) if all(v is not None for v in ratio) else []
+        measured = "–".join([span[0], span[-1]] if len(span) > 1 else span)
+        limit = cell(rows, "limit", ".2f") if len(rows) == 1 else ""
+        lines.append(f"| {label} | {cell(rows, 'ms_per_token', '.2f')} | {cell(rows, 'speedup_vs_generate', '.2f')} | "
+                     f"{cell(rows, 'speedup_vs_plain_loop', '.2f')} | {cell(rows, 'acceptance', '.2f')} | "
+                     f"{cell(rows, 'tokens_per_step', '.2f')} | {limit} | {measured} | yes |")
+    sampled = next(r for r in result["sampling"] if "self-spec" in r["method"])
+    lines.append(f"| sampling T = 0.7: self-spec adaptive vs plain loop | {sampled['ms_per_token']:.2f} | | "
+                 f"{sampled['speedup_vs_plain_loop']:.2f} | {sampled['acceptance']:.2f} | "
+                 f"{sampled['tokens_per_step']:.2f} | {sampled['limit']:.2f} | {sampled['measured_over_limit']:.2f} | "
+                 "(exact in distribution) |")
+    return lines
+
+
+def strategy_table(result: dict) -> list[str]:
+    rows = {(r["prompts"], r["method"].split(": ", 1)[1]): r for r in result["strategies"]["rows"]}
+    lines = []
+    for label, name in STRATEGY_ROWS:
+        if ("stdlib", name) not in rows:                     # a row this run did not have (an older run)
+            continue
+        cells = []
+        for source in ("stdlib", "packages"):
+            row, lookup = rows[(source, name)], rows[(source, name + " + prompt lookup")]
+            cells += [f"{row['speedup_vs_plain_loop']:.2f} ({row['acceptance']:.2f})",
+                      f"{lookup['speedup_vs_plain_loop']:.2f}"]
+        select = [100 * rows[(s, name)]["select_share"] for s in ("stdlib", "packages")]
+        select_text = f"{select[0]:.1f}" if round(select[0], 1) == round(select[1], 1) else \
+            f"{select[0]:.1f} / {select[1]:.1f}"
+        lines.append(f"| {label} | " + " | ".join(cells) + f" | {select_text} |")
+    return lines
+
+
+if __name__ == "__main__":
+    path = Path(sys.argv[1]) if len(sys.argv) > 1 else REPO / "data" / "bench" / "bench.json"
+    result = json.loads(path.read_text())
+    plain = next(r for r in result["greedy"] if r["method"] == "default: labkit plain loop")
+    print(f"{path}: {result['seconds']:.0f} s, plain loop {plain['ms_per_token']:.2f} ms/token\n")
+    print("\n".join(greedy_table(result)) + "\n\n" + "\n".join(strategy_table(result)))
