@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import torch
 
 from .cache import new_cache
+from .draft_head import DraftHead
 from .drafters import Draft, Drafter, make_drafter
 from .forward import check_inputs, eos_set, forward_tokens
 from .policies import AdaptiveThreshold, DraftPolicy
@@ -122,7 +123,7 @@ def speculative_generate(model, input_ids, *, skip: SkipSet | SkipStrategy | Non
                          drafter: Drafter | None = None, policy: DraftPolicy | None = None, max_new_tokens: int = 64,
                          do_sample: bool = False, temperature: float = 1.0, top_k: int | None = None,
                          top_p: float | None = None, generator: torch.Generator | None = None, eos_token_id=None,
-                         lookup: int = 0, draft_weights: str | None = None, draft_head=None,
+                         lookup: int = 0, draft_weights: str | None = None, draft_head: DraftHead | None = None,
                          record_trace: bool = True) -> GenerationResult:
     """Draft with ``model`` minus the blocks in ``skip`` (or with ``draft_model``, or any ``drafter``), verify
     with ``model``. Greedy output is token-identical to plain greedy decoding; sampled output is an exact

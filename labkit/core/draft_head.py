@@ -40,7 +40,7 @@ def final_norm(model: nn.Module) -> nn.Module:
 
 
 class DraftHead(nn.Module):
-    """h ↦ h + W h + b on the final norm's output, for drafts that skip ``skip``; starts as the identity (W, b = 0)."""
+    """h ↦ h + W h + b on the final norm's output, for drafts that skip ``skip``; a new head is the identity."""
 
     def __init__(self, hidden_size: int, skip: SkipSet, threshold: float = 0.5, info: dict | None = None):
         super().__init__()
@@ -70,8 +70,8 @@ class DraftHead(nn.Module):
         """The head on the model's final-norm output for the duration of a draft; removed afterwards, also on errors."""
         weight = self.proj.weight
 
-        def correct(module, inputs, output):
-            return self(output.to(weight.device, weight.dtype)).to(output.dtype)
+        def correct(module, inputs, output):              # in the head's dtype, handed back in the model's
+            return self(output.to(weight.device, weight.dtype)).to(output.device, output.dtype)
 
         handle = final_norm(model).register_forward_hook(correct)
         try:

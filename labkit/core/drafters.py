@@ -132,11 +132,13 @@ class SelfDrafter(Drafter):
             raise TypeError(f"skip must be a labkit.SkipSet or a skip strategy (labkit.skip_strategy), "
                             f"got {type(skip).__name__}")
         if head is not None and not isinstance(head, DraftHead):
-            raise TypeError(f"draft_head must be a labkit DraftHead (labkit.load_draft_head), got {type(head).__name__}")
-        if head is not None:
-            head.check(model, self.skip or skip)   # a strategy is not the set the head was fitted for: ValueError
+            raise TypeError(f"draft_head must be a labkit DraftHead (labkit.load_draft_head), "
+                            f"got {type(head).__name__}")
+        if head is not None:                 # a strategy is never the set the head was fitted for: ValueError
+            head.check(model, skip if self.strategy is not None else self.skip)
         self.weights = build_draft_weights(model, weights)
-        self.model, self.head, self._drafted = model, head, (None, 0)          # (start position, tokens) of this drafter's last draft
+        self.model, self.head = model, head
+        self._drafted = (None, 0)            # (start position, tokens) of this drafter's last draft
 
     def prefill(self, state: DecodingState, prompt_ids: torch.Tensor) -> None:
         if self.strategy is not None:
@@ -270,5 +272,6 @@ def make_drafter(model, *, skip: SkipSet | SkipStrategy | None = None, draft_mod
         raise ValueError("draft_head applies to self-drafting; give it without draft_model")
     if isinstance(lookup, bool) or not isinstance(lookup, int) or lookup < 0:
         raise ValueError(f"lookup must be an integer >= 0, got {lookup!r}")
-    drafter = ModelDrafter(model, draft_model) if draft_model is not None else SelfDrafter(model, skip, draft_weights, draft_head)
+    drafter = (ModelDrafter(model, draft_model) if draft_model is not None
+               else SelfDrafter(model, skip, draft_weights, draft_head))
     return LookupDrafter(lookup, drafter) if lookup else drafter

@@ -11,13 +11,15 @@ import math
 import ipywidgets as widgets
 
 
+from ..artifacts.models import load_draft_head
 from ..measure.adaptive import PLAIN, set_timeline
 from ..viz.strategies import set_timeline_figure
 from ..viz.widgets import as_widget, update_widget
 
 __all__ = ["transfer_sentence", "acceptance_sentence", "winner_sentence", "overhead_sentence", "changes_sentence",
            "where_each_wins", "set_changes", "lever_sentence", "joined_timeline", "most_changes", "state_lines",
-           "with_int8_draft", "draft_weights_sentence", "SetExplorer"]
+           "with_int8_draft", "draft_weights_sentence", "draft_head_for", "with_draft_head", "draft_head_sentence",
+           "SetExplorer"]
 
 
 def _fmt(x: float, spec: str = ".2f") -> str:
@@ -187,6 +189,47 @@ def with_int8_draft(methods: dict) -> tuple[dict, dict, str, str]:
     return {base: methods[base], quantized: methods[base]}, {quantized: "int8"}, base, quantized
 
 
+def _acceptance_moved(a0: float, a1: float) -> str:
+    """'raised / lowered acceptance (a0 → a1)', or 'left acceptance at a0' when the two round alike."""
+    old, new = _fmt(a0, ".3f"), _fmt(a1, ".3f")
+    if old == new:
+        return f"left acceptance at {old}"
+    return f"{'raised' if a1 > a0 else 'lowered'} acceptance ({old} → {new})"
+
+
+def draft_head_for(model_name):
+    """The model's draft head (:func:`labkit.load_draft_head`), or None when it has none (a model of your own)."""
+    try:
+        return load_draft_head(model_name)
+    except FileNotFoundError:
+        return None
+
+
+def with_draft_head(pair: dict, weights: dict, base: str, head, sets: dict) -> tuple[dict, dict, dict, str | None]:
+    """Section 6's methods plus one row that drafts ``base``'s set with int8 weights *and* the model's draft head,
+    when there is a head and it was fitted for that set (``sets``: label -> SkipSet, as ``reference_sets`` gives).
+    Returns (methods, draft weights, {label: head}, the new label or None): what ``compare_strategies`` takes."""
+    if head is None or head.skip != sets.get(base.removeprefix("static: ")):
+        return pair, weights, {}, None
+    headed = f"{base} + draft head, int8 draft"
+    return {**pair, headed: lambda: head.skip}, {**weights, headed: "int8"}, {headed: head}, headed
+
+
+def draft_head_sentence(frame, source: str, quantized: str, headed: str) -> str:
+    """What the draft head changed on ``source`` against the same set's int8 draft without it: acceptance, tokens
+    per step, verify cost, speed; each direction read from the numbers."""
+    a0, a1 = _value(frame, source, quantized, "acceptance"), _value(frame, source, headed, "acceptance")
+    t0, t1 = _value(frame, source, quantized, "tokens_per_step"), _value(frame, source, headed, "tokens_per_step")
+    v0, v1 = _value(frame, source, quantized, "c_v"), _value(frame, source, headed, "c_v")
+    s0, s1 = _value(frame, source, quantized, "speedup"), _value(frame, source, headed, "speedup")
+    if any(math.isnan(v) for v in (a0, a1, t0, t1, s0, s1)):
+        return f"{source} prompts: no drafting steps to compare."
+    speed = "faster" if s1 > s0 else "no faster"
+    return (f"{source} prompts: the draft head {_acceptance_moved(a0, a1)}, tokens "
+            f"per step went {_fmt(t0)} → {_fmt(t1)} and the verify cost c_v {_fmt(v0)} → {_fmt(v1)}; the same set "
+            f"decoded {speed}: {_fmt(s0)}× → {_fmt(s1)}× the plain loop.")
+
+
 def draft_weights_sentence(frame, source: str, base: str, quantized: str) -> str:
     """What int8 draft weights changed on ``source``: the draft cost c, the acceptance, the speed and its limit,
     each direction read from the numbers."""
@@ -199,7 +242,7 @@ def draft_weights_sentence(frame, source: str, base: str, quantized: str) -> str
     cost = "cut" if c1 < c0 else "did not cut"
     speed = "faster" if s1 > s0 else "no faster"
     return (f"{source} prompts: int8 weights {cost} the draft cost c ({_fmt(c0)} → {_fmt(c1)} of a plain step) "
-            f"and moved acceptance {_fmt(a0, '.3f')} → {_fmt(a1, '.3f')}; the same set decoded {speed}: "
+            f"and {_acceptance_moved(a0, a1)}; the same set decoded {speed}: "
             f"{_fmt(s0)}× → {_fmt(s1)}× the plain loop (analytic limit {_fmt(l0)}× → {_fmt(l1)}×).")
 
 

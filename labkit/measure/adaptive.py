@@ -21,6 +21,7 @@ from tqdm.auto import tqdm
 from ..artifacts.prompts import benchmark_prompts, source_info, source_label
 from ..artifacts.results import skip_set_for, trained_draft_path
 from ..core.decoding import autoregressive_generate, speculative_generate
+from ..core.draft_head import DraftHead
 from ..core.policies import StaticThreshold
 from ..core.skip import SkipSet
 from .agreement import AgreementProbe
@@ -106,15 +107,18 @@ def _row(source, method, results, plain_ms, plain_results, seconds):
 def compare_strategies(model, tokenizer, methods: Mapping[str, Callable[[], object]], *,
                        sources: Sequence = ("stdlib", "packages"), n_prompts: int = 4, max_new_tokens: int = 64,
                        repeats: int = 1, lookup: int = 0, policy: Callable[[], object] | None = None, seed: int = 0,
-                       draft_weights: Mapping[str, str] | None = None, progress: bool = True) -> Comparison:
+                       draft_weights: Mapping[str, str] | None = None,
+                       draft_heads: Mapping[str, DraftHead] | None = None, progress: bool = True) -> Comparison:
     """Plain loop and every method (``{label: factory of a fresh strategy}``) on ``n_prompts`` benchmark prompts
     of each source, interleaved ``repeats`` times; greedy. ``policy``: factory of the draft policy (default a
     static threshold 0.5, the lab's fastest measured policy), one per method and source. ``draft_weights``:
-    {label: "int8"} for methods whose self-draft reads int8 weights (:mod:`labkit.core.draft_weights`)."""
-    draft_weights = dict(draft_weights or {})
-    unknown = sorted(set(draft_weights) - set(methods))
-    if unknown:
-        raise ValueError(f"draft_weights names methods that are not compared: {unknown}")
+    {label: "int8"} for methods whose self-draft reads int8 weights (:mod:`labkit.core.draft_weights`).
+    ``draft_heads``: {label: DraftHead} for methods that draft with a head on its own set, at its threshold."""
+    draft_weights, draft_heads = dict(draft_weights or {}), dict(draft_heads or {})
+    for name, given in (("draft_weights", draft_weights), ("draft_heads", draft_heads)):
+        unknown = sorted(set(given) - set(methods))
+        if unknown:
+            raise ValueError(f"{name} names methods that are not compared: {unknown}")
     policy = policy or (lambda: StaticThreshold(0.5, 12))
     comparison = Comparison(frame=None)
     rows = []
@@ -123,13 +127,14 @@ def compare_strategies(model, tokenizer, methods: Mapping[str, Callable[[], obje
         chosen = benchmark_prompts(n_prompts, seed=seed, source=source)
         comparison.prompts[label], comparison.sources[label] = [p.source for p in chosen], source_info(source)
         ids = [tokenizer(p.text, return_tensors="pt", add_special_tokens=False)["input_ids"] for p in chosen]
-        strategies = {m: make() for m, make in methods.items()}
-        policies = {m: policy() for m in methods}
+        strategies = {m: make() for m, make in methods.items() if m not in draft_heads}
         runs = {PLAIN: lambda x: autoregressive_generate(model, x, max_new_tokens)}
         for m in methods:
-            runs[m] = (lambda x, m=m: speculative_generate(model, x, skip=strategies[m], policy=policies[m],
-                                                           max_new_tokens=max_new_tokens, lookup=lookup,
-                                                           draft_weights=draft_weights.get(m)))
+            head = draft_heads.get(m)
+            skip, drafts_with = (head.skip, StaticThreshold(head.threshold, 12)) if head else (strategies[m], policy())
+            runs[m] = (lambda x, s=skip, p=drafts_with, m=m, h=head: speculative_generate(
+                model, x, skip=s, policy=p, max_new_tokens=max_new_tokens, lookup=lookup,
+                draft_weights=draft_weights.get(m), draft_head=h))
         autoregressive_generate(model, ids[0], 4)                              # warm-up
         seconds = {m: [([], []) for _ in range(repeats)] for m in runs}
         bar = tqdm(total=repeats * len(ids) * len(runs), desc=f"{label} prompts", disable=not progress)

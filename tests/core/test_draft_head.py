@@ -53,7 +53,8 @@ def test_greedy_with_a_draft_head_matches_plain_decoding(model, seed):
     rng = random.Random(seed)
     head = random_draft_head(model, SKIP, seed=seed)
     for call in range(3):
-        ids = torch.randint(0, VOCAB, (1, rng.choice([1, 4, 11])), generator=torch.Generator().manual_seed(seed * 7 + call))
+        generator = torch.Generator().manual_seed(seed * 7 + call)
+        ids = torch.randint(0, VOCAB, (1, rng.choice([1, 4, 11])), generator=generator)
         max_new = rng.choice([3, 9, 24])
         expected = autoregressive_generate(model, ids, max_new).sequences
         policy = rng.choice([FixedK(rng.randint(1, 6)), StaticThreshold(rng.choice([0.0, 0.3]), 8)])

@@ -143,4 +143,20 @@ def test_draft_weights_sentence_reads_each_direction():
     assert "cut the draft cost c (0.60 → 0.47" in text and "decoded faster: 1.16× → 1.31×" in text
     worse = [("packages", "A", 0.47, 0.92, 1.31, 1.33), ("packages", "A8", 0.60, 0.91, 1.16, 1.19)]
     text = say.draft_weights_sentence(pd.DataFrame(worse, columns=cols), "packages", "A", "A8")
-    assert "did not cut the draft cost" in text and "decoded no faster" in text
+    assert "did not cut the draft cost" in text and "decoded no faster" in text and "lowered acceptance (0.920 → 0.910)" in text
+
+
+def test_draft_head_sentence_reads_each_direction():
+    cols = ["source", "method", "acceptance", "tokens_per_step", "c_v", "speedup"]
+    better = pd.DataFrame([["stdlib", "int8", 0.90, 3.7, 1.38, 1.24], ["stdlib", "head", 0.94, 6.6, 1.67, 1.36]],
+                          columns=cols)
+    text = say.draft_head_sentence(better, "stdlib", "int8", "head")
+    assert "raised acceptance (0.900 → 0.940)" in text and "3.70 → 6.60" in text
+    assert "decoded faster: 1.24× → 1.36×" in text
+    worse = better.assign(speedup=[1.24, 1.10], acceptance=[0.90, 0.88])
+    text = say.draft_head_sentence(worse, "stdlib", "int8", "head")
+    assert "lowered acceptance (0.900 → 0.880)" in text and "decoded no faster" in text
+    same = better.assign(acceptance=[0.9001, 0.9003])
+    assert "left acceptance at 0.900" in say.draft_head_sentence(same, "stdlib", "int8", "head")
+    assert "no drafting steps" in say.draft_head_sentence(better, "packages", "int8", "head")
+    assert say.draft_head_for("default") is not None and say.draft_head_for("plain") is None
