@@ -9,7 +9,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 
-#: README label -> the benchmark's method name(s); several names make one "a / b / c" row.
+#: README label -> the benchmark's method name(s); several names make one "a / b / c" row. {d} and {p}: the early-exit
+#: layers the run chose for `default` and `plain` (the bench picks the fastest on calibration prompts; see its notes).
 GREEDY_ROWS = [
     ("HF `generate`", ["default: HF generate"]),
     ("labkit plain loop", ["default: labkit plain loop"]),
@@ -19,10 +20,10 @@ GREEDY_ROWS = [
     ("**self-spec adaptive + prompt lookup** (6 tokens)", ["default: self-spec adaptive + prompt lookup"]),
     ("self-spec adaptive + target-confidence gate 0.4", ["default: self-spec adaptive + gate 0.4"]),
     ("self-spec fixed K = 4 + gate 0.4", ["default: self-spec fixed K + gate 0.4"]),
-    ("labkit early exit (layer 4), transformers' drafting rule", ["default: labkit early exit (layer 4), HF rule"]),
-    ("labkit early exit (layer 4), adaptive", ["default: labkit early exit (layer 4), adaptive"]),
+    ("labkit early exit (layer {d}), transformers' drafting rule", ["default: labkit early exit (layer {d}), HF rule"]),
+    ("labkit early exit (layer {d}), adaptive", ["default: labkit early exit (layer {d}), adaptive"]),
     ("labkit, separate `draft` model, adaptive", ["default: labkit, separate draft model"]),
-    ("HF `assistant_early_exit` (layer 4)", ["default: HF early exit (layer 4)"]),
+    ("HF `assistant_early_exit` (layer {d})", ["default: HF early exit (layer {d})"]),
     ("HF prompt lookup", ["default: HF prompt lookup"]),
     ("HF `assistant_model` (`draft`)", ["default: HF assistant model (draft)"]),
     ("Jacobi, initial guess pad / repeat / self-draft", [f"default: jacobi, {i} (block 4)" for i in
@@ -32,7 +33,7 @@ GREEDY_ROWS = [
     ("`plain`: self-spec, adaptive", ["plain: self-spec, adaptive threshold"]),
     ("`plain`: self-spec adaptive + prompt lookup", ["plain: self-spec adaptive + prompt lookup"]),
     ("`plain`: self-spec adaptive + gate 0.4", ["plain: self-spec adaptive + gate 0.4"]),
-    ("`plain`: labkit early exit (layer 4), adaptive", ["plain: labkit early exit (layer 4), adaptive"]),
+    ("`plain`: labkit early exit (layer {p}), adaptive", ["plain: labkit early exit (layer {p}), adaptive"]),
 ]
 
 STRATEGY_ROWS = [
@@ -57,9 +58,12 @@ def cell(rows: list[dict], key: str, spec: str) -> str:
 
 def greedy_table(result: dict) -> list[str]:
     by_name = {row["method"]: row for row in result["greedy"]}
+    notes = result["notes"]
+    layers = {"d": notes["default"]["early_exit_layer"], "p": notes["plain"]["labkit_early_exit_layer"]}
     lines = []
     for label, names in GREEDY_ROWS:
-        rows = [by_name[n] for n in names]
+        label = label.format(**layers)
+        rows = [by_name[n.format(**layers)] for n in names]
         ratio = [r["measured_over_limit"] for r in rows]
         span = sorted({format(v, ".2f") for v in ratio}) if all(v is not None for v in ratio) else []
         measured = "–".join([span[0], span[-1]] if len(span) > 1 else span)

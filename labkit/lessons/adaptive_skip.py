@@ -31,6 +31,11 @@ def _value(frame, source: str, method: str, column: str) -> float:
     return float(row[column].iloc[0]) if len(row) else float("nan")
 
 
+def _before_after(frame, source: str, before: str, after: str, *columns: str) -> list[tuple[float, float]]:
+    """(value of ``before``, value of ``after``) on ``source`` for each column: the two rows a sentence compares."""
+    return [(_value(frame, source, before, c), _value(frame, source, after, c)) for c in columns]
+
+
 def transfer_sentence(agreement, set_label: str, home: str = "stdlib", away: str = "packages") -> str:
     """Does ``set_label``'s agreement hold on the text it was not chosen on? (``agreement``: source, set, agreement)"""
     a_home = _value(agreement.rename(columns={"set": "method"}), home, set_label, "agreement")
@@ -218,10 +223,8 @@ def with_draft_head(pair: dict, weights: dict, base: str, head, sets: dict) -> t
 def draft_head_sentence(frame, source: str, quantized: str, headed: str) -> str:
     """What the draft head changed on ``source`` against the same set's int8 draft without it: acceptance, tokens
     per step, verify cost, speed; each direction read from the numbers."""
-    a0, a1 = _value(frame, source, quantized, "acceptance"), _value(frame, source, headed, "acceptance")
-    t0, t1 = _value(frame, source, quantized, "tokens_per_step"), _value(frame, source, headed, "tokens_per_step")
-    v0, v1 = _value(frame, source, quantized, "c_v"), _value(frame, source, headed, "c_v")
-    s0, s1 = _value(frame, source, quantized, "speedup"), _value(frame, source, headed, "speedup")
+    (a0, a1), (t0, t1), (v0, v1), (s0, s1) = _before_after(frame, source, quantized, headed, "acceptance",
+                                                           "tokens_per_step", "c_v", "speedup")
     if any(math.isnan(v) for v in (a0, a1, t0, t1, s0, s1)):
         return f"{source} prompts: no drafting steps to compare."
     speed = "faster" if s1 > s0 else "no faster"
@@ -233,10 +236,8 @@ def draft_head_sentence(frame, source: str, quantized: str, headed: str) -> str:
 def draft_weights_sentence(frame, source: str, base: str, quantized: str) -> str:
     """What int8 draft weights changed on ``source``: the draft cost c, the acceptance, the speed and its limit,
     each direction read from the numbers."""
-    c0, c1 = _value(frame, source, base, "c"), _value(frame, source, quantized, "c")
-    a0, a1 = _value(frame, source, base, "acceptance"), _value(frame, source, quantized, "acceptance")
-    s0, s1 = _value(frame, source, base, "speedup"), _value(frame, source, quantized, "speedup")
-    l0, l1 = _value(frame, source, base, "limit"), _value(frame, source, quantized, "limit")
+    (c0, c1), (a0, a1), (s0, s1), (l0, l1) = _before_after(frame, source, base, quantized, "c", "acceptance",
+                                                           "speedup", "limit")
     if any(math.isnan(v) for v in (c0, c1, a0, a1, s0, s1)):
         return f"{source} prompts: no drafting steps to compare."
     cost = "cut" if c1 < c0 else "did not cut"
