@@ -610,7 +610,9 @@ def main(argv: list[str] | None = None) -> None:
         overrides["draft_head"] = False
     cfg = BenchConfig.quick(**overrides) if args.quick else BenchConfig(**overrides)
     result = run_benchmark(cfg)
-    print(f"\nMachine: {result['machine']['processor']}, {cfg.threads} thread(s), torch {result['machine']['torch']}")
+    machine = result["machine"]
+    cpu = f" ({machine['cpu_model']}; {', '.join(machine['cpu_flags'])})" if machine.get("cpu_model") else ""
+    print(f"\nMachine: {machine['processor']}{cpu}, {cfg.threads} thread(s), torch {machine['torch']}")
     for name, note in result["notes"].items():
         print(f"{name}: skip set {note['skip_set']} ({note['skip_ratio']:.0%} of sub-layers; from {note['skip_source']})")
     if result["greedy"]:
