@@ -19,6 +19,7 @@ import pandas as pd
 
 from ..artifacts.models import SHIPPED_MODELS
 from ..artifacts.paths import BUILD_DIR, MODELS_DIR, NOTEBOOK_DIR, SEARCH_DIR
+from ..measure.machine import cpu_model
 
 __all__ = ["record_metrics", "display_table", "save_png", "execute_notebook", "notebook_paths", "versions", "where_things_are", "main"]
 
@@ -119,11 +120,12 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def versions() -> dict:
-    """Versions of the packages the lab stands on (printed at the top of every notebook)."""
+    """Versions of the packages the lab stands on, and the CPU (printed at the top of every notebook: the speed
+    ratios a notebook measures depend on the processor as much as on the method)."""
     import importlib.metadata as md
 
     names = ["labkit", "torch", "transformers", "optuna", "plotly", "pandas", "ipywidgets", "papermill"]
-    out = {"python": platform.python_version()}
+    out = {"cpu": cpu_model().get("cpu_model") or platform.machine(), "python": platform.python_version()}
     for name in names:
         try:
             out[name] = md.version(name)
