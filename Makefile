@@ -61,13 +61,16 @@ models: $(STAMP)
 	$(PY) -m labkit.train --name draft --recipe plain --n-layers 2 --hidden-size 192 --intermediate-size 512 \
 	  --token-budget 2400000 --batch-size 8 --warmup-steps 150
 
-# Regenerate everything in data/ that is measured from the models (about 25 minutes on 2 cores).
+# Regenerate everything in data/ that is measured from the models (about an hour on 2 cores). The search prices
+# whole draft configurations on the choosing prompts of every source (labkit/search/objectives.py, `priced`).
+SOURCES := stdlib packages stdlib-long packages-long
 results: $(STAMP)
 	for m in default plain; do \
 	  $(PY) -m labkit.robustness --model $$m && \
-	  $(PY) -m labkit.search --model $$m --trials 100 --threads 1 && \
-	  $(PY) -m labkit.search --model $$m --per-bucket --trials 25 --threads 1 && \
-	  $(PY) -m labkit.search export --model $$m --objective modelled && \
+	  $(PY) -m labkit.search --model $$m --objective priced --trials 100 --sources $(SOURCES) && \
+	  $(PY) -m labkit.search --model $$m --objective priced --per-bucket --trials 25 --sources $(SOURCES) && \
+	  $(PY) -m labkit.search final --model $$m --objective priced && \
+	  $(PY) -m labkit.search export --model $$m --objective priced && \
 	  $(PY) -m labkit.playground --model $$m || exit 1; \
 	done
 	$(PY) -m labkit.bench

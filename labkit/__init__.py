@@ -6,18 +6,18 @@ Layers (imports go one way; see docs/architecture.md): ``core`` (the engine) <- 
 prompts, results) <- ``measure`` <- ``search``; ``training`` uses core and artifacts; ``viz`` draws core and
 measure types; ``lessons`` is the notebooks' glue.
 """
-from .artifacts import Prompt, best_skip_set, load_draft_head, load_model
+from .artifacts import Prompt, best_config, best_skip_set, load_draft_head, load_model
 from .artifacts.prompts import prompts
-from .core import (SUPPORTED_ARCHITECTURES, AdaptiveThreshold, DraftPolicy, EarlyExitDrafter, FixedK, GenerationResult,
+from .core import (SUPPORTED_ARCHITECTURES, AdaptiveThreshold, DraftConfig, DraftPolicy, EarlyExitDrafter, FixedK, GenerationResult,
                    JacobiTrace, SkipSet, SkipStrategy, StaticThreshold, StepRecord, TargetConfidenceGate, Trace,
                    autoregressive_generate, jacobi_generate, skipping, speculative_generate)
 from .measure.strategies import skip_strategy
 
 __all__ = [
-    "AdaptiveThreshold", "DraftPolicy", "EarlyExitDrafter", "FixedK", "GenerationResult", "JacobiTrace", "Prompt",
+    "AdaptiveThreshold", "DraftConfig", "DraftPolicy", "EarlyExitDrafter", "FixedK", "GenerationResult", "JacobiTrace", "Prompt",
     "SUPPORTED_ARCHITECTURES", "SkipSet", "SkipStrategy", "StaticThreshold", "StepRecord", "TargetConfidenceGate",
     "Trace",
-    "autoregressive_generate", "best_skip_set", "jacobi_generate", "load_draft_head", "load_model", "prompts", "skip_strategy",
+    "autoregressive_generate", "best_config", "best_skip_set", "jacobi_generate", "load_draft_head", "load_model", "prompts", "skip_strategy",
     "skipping", "speculative_generate",
 ]
 __version__ = "0.1.0"

@@ -1,5 +1,6 @@
 """A playground grid measured on a tiny random Llama: shared by tests/measure/test_grid.py (the grid and its
-file) and tests/lessons/test_playground.py (the widget glue built on it).
+file) and tests/lessons/test_playground.py (the widget glue built on it). Both draft weights (fp32 and int8),
+each with its own cost model, as the default grid has them.
 
 The model is saved with a character-level tokenizer, so ``load_model(path)`` (used by the CLI and by "run live")
 reads it like any model folder; the search results it reads are a stub ``best.json`` in the format
@@ -23,8 +24,8 @@ N_LAYERS = 4
 SETS = [SkipSet(attention=[3], mlp=[3]), SkipSet(attention=[2, 3], mlp=[2, 3]),
         SkipSet(attention=[1, 2, 3], mlp=[1, 2, 3])]
 
-CONFIG = pgm.GridConfig(thresholds=(0.0, 0.5, 0.9), max_drafts=(2, 4), n_prompts=2, max_new_tokens=8, plain_every=5,
-                        cost_model_repeats=1, cost_model_sets=6)
+CONFIG = pgm.GridConfig(thresholds=(0.0, 0.5, 0.9), max_drafts=(2, 4), draft_weights=("fp32", "int8"), n_prompts=2,
+                        max_new_tokens=8, plain_every=5, cost_model_repeats=1, cost_model_sets=6)
 
 
 def write_search_stub(search_dir, key, sets):

@@ -1,12 +1,15 @@
 """Held-out prompts: a function's signature and docstring, to be completed with its body.
 
-Three sources, each deterministic:
+Five sources, each deterministic:
 
 - ``"stdlib"`` (the default): the *validation* files of the installed standard library
   (:mod:`labkit.artifacts.corpus`), which never contributed a token to training: in-distribution text.
 - ``"packages"``: functions of third-party packages every installation of the lab carries
   (:data:`OUTSIDE_PACKAGES`, all direct dependencies in pyproject.toml), written by people outside this
   project and never trained on: the lab's *outside* prompts. :func:`source_info` names their versions.
+- ``"stdlib-long"`` and ``"packages-long"``: the same functions, same files and order, each after the text of
+  its file just before it (a few hundred tokens in all, the length of a real completion request; see
+  :func:`_long_text`). Functions too near the top of their file are left out.
 - a path to a user's own ``.txt`` or ``.jsonl`` file (format in :func:`read_prompt_file`).
 
 Prompts 0..23 (seed 0) of a built-in source choose skip sets and tune strategies (the search uses the first
@@ -42,27 +45,39 @@ PROMPT_OFFSET = 24
 #: (4-12 s each to scan on the lab's 2-core machine) nor plotly (mostly generated code).
 OUTSIDE_PACKAGES = (("optuna", "optuna"), ("tqdm", "tqdm"), ("papermill", "papermill"), ("nbconvert", "nbconvert"),
                     ("ipywidgets", "ipywidgets"), ("ipykernel", "ipykernel"), ("jupyterlab", "jupyterlab"))
-BUILTIN_SOURCES = ("stdlib", "packages")
+BUILTIN_SOURCES = ("stdlib", "packages", "stdlib-long", "packages-long")
+#: A long prompt (``"stdlib-long"``, ``"packages-long"``) holds as much of the file text before its function as
+#: keeps it within this many characters, not counting indentation (:func:`_cost`): about 230 tokens of the lab's
+#: tokenizer and at most 340 on every long prompt when written (tests/artifacts/test_prompts.py holds the first
+#: 30 of each source to 340, all to 372: the 512 - 128 new - 12 drafted positions the lab's models leave)...
+LONG_PROMPT_CHARS = 680
+#: ... and a function whose long prompt would stay under this many (near the top of its file) is left out.
+LONG_PROMPT_MIN_CHARS = 600
 #: A line holding only this separates two prompts of a ``.txt`` prompt file.
 TXT_SEPARATOR = "---"
 
 
 @dataclass(frozen=True)
 class Prompt:
-    """A held-out code-completion prompt: a function's signature and docstring."""
+    """A held-out code-completion prompt: a function's signature and docstring (a long prompt: after the
+    file text before it)."""
 
     text: str          # what the model is given
     source: str        # 'relative/path.py:line:function_name' (a file's prompts: 'file.txt:line')
 
 
-def _function_prompts(path: Path, root: Path) -> list[Prompt]:
-    try:
-        source = path.read_text(encoding="utf-8")
-        tree = ast.parse(source)
-    except (SyntaxError, UnicodeDecodeError, ValueError):
-        return []
-    lines = source.splitlines(keepends=True)
-    found = []
+@dataclass(frozen=True)
+class _Candidate:
+    """One function as both prompts: ``short`` (signature and docstring, dedented) and ``long`` (the same lines
+    as the file has them, after the file text before them; "" when not asked for or the file has too little)."""
+
+    short: Prompt
+    long: str = ""
+
+
+def _docstring_functions(tree: ast.AST):
+    """(node, index of its first line (a decorator's), line number where its docstring ends) of every function
+    whose body is a docstring and at least one statement more: the body is what the model should write."""
     for node in ast.walk(tree):
         if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) or not node.body:
             continue
@@ -70,32 +85,78 @@ def _function_prompts(path: Path, root: Path) -> list[Prompt]:
         if not (isinstance(doc, ast.Expr) and isinstance(getattr(doc, "value", None), ast.Constant)
                 and isinstance(doc.value.value, str)) or len(node.body) < 2:
             continue
-        start = (node.decorator_list[0].lineno if node.decorator_list else node.lineno) - 1
-        text = "".join(lines[start:doc.end_lineno])
+        yield node, (node.decorator_list[0].lineno if node.decorator_list else node.lineno) - 1, doc.end_lineno
+
+
+def _function_candidates(path: Path, root: Path, long: bool = False) -> list[_Candidate]:
+    """The prompt candidates of one file (with their long text when ``long``): functions whose short prompt is
+    60-600 characters."""
+    try:
+        source = path.read_text(encoding="utf-8")
+        tree = ast.parse(source)
+    except (SyntaxError, UnicodeDecodeError, ValueError):
+        return []
+    lines = source.splitlines(keepends=True)
+    found = []
+    for node, start, end in _docstring_functions(tree):
+        text = "".join(lines[start:end])
         indent = len(text) - len(text.lstrip(" "))
         # End at the closing quotes, not after a newline: byte-level BPE merges a newline with the
         # next line's indentation ("\n   " + " return"), so a prompt ending in a bare "\n" would tell
         # the model that the next line starts at column 0 (it then writes a new class, not the body).
-        text = "\n".join(line[indent:] for line in text.splitlines())
-        if 60 <= len(text) <= 600:
-            found.append(Prompt(text=text, source=f"{path.relative_to(root).as_posix()}:{node.lineno}:{node.name}"))
+        short = "\n".join(line[indent:] for line in text.splitlines())
+        if 60 <= len(short) <= 600:
+            prompt = Prompt(text=short, source=f"{path.relative_to(root).as_posix()}:{node.lineno}:{node.name}")
+            found.append(_Candidate(prompt, _long_text(lines, start, "\n".join(text.splitlines())) if long else ""))
     return found
 
 
-def _hash_order(candidates: list[Prompt], seed: int) -> list[Prompt]:
-    """Deduplicated by text (the same text in two classes: keep one), in an order fixed by ``seed``."""
-    unique = list({p.text: p for p in candidates}.values())
-    return sorted(unique, key=lambda p: hashlib.sha1(f"{seed}:{p.source}".encode()).hexdigest())
+def _cost(text: str) -> int:
+    """Characters of ``text`` not counting each line's indentation: byte-level BPE folds a line's indentation
+    into a token or two whatever its depth, so counting it would give a method (indented) fewer tokens than
+    a top-level function. Without it, characters predict tokens more closely: on the lab's tokenizer the
+    densest long prompt has 0.70 of the median characters per token, against 0.63 counting indentation."""
+    return sum(len(line.lstrip(" \t")) for line in text.splitlines(keepends=True))
 
 
-def _stdlib_prompts(seed: int, root: Path | None) -> list[Prompt]:
+def _long_text(lines: list[str], start: int, function: str) -> str:
+    """``function`` (its lines as the file has them, ending at the docstring's closing quotes) after the
+    file text just before it, from a line boundary, as much as keeps the prompt within
+    :data:`LONG_PROMPT_CHARS` (:func:`_cost`; no tokenizer, so prompts stay fast and the same for every
+    model); leading blank lines dropped; "" when it stays under :data:`LONG_PROMPT_MIN_CHARS`.
+
+    Nothing is dedented: a method keeps its class's indentation, so its lines line up with the class
+    text before them (dedenting the method alone would put it at column 0 after indented code, which is
+    not Python), and the body to write is indented as in the file."""
+    first, cost = start, _cost(function)
+    while first > 0 and cost + _cost(lines[first - 1]) <= LONG_PROMPT_CHARS:
+        first -= 1
+        cost += _cost(lines[first])
+    while first < start and not lines[first].strip():
+        first += 1
+    text = "".join(lines[first:start]) + function
+    return text if _cost(text) >= LONG_PROMPT_MIN_CHARS else ""
+
+
+def _hash_order(candidates: list[_Candidate], seed: int, long: bool = False) -> list[Prompt]:
+    """Deduplicated by short text (the same text in two classes: keep one), in an order fixed by ``seed``
+    and the function's place; ``long``: the long prompts of those that have one. So a long source holds
+    the short source's functions in the same order, less those near the top of their file."""
+    unique = list({c.short.text: c for c in candidates}.values())
+    unique.sort(key=lambda c: hashlib.sha1(f"{seed}:{c.short.source}".encode()).hexdigest())
+    if not long:
+        return [c.short for c in unique]
+    return [Prompt(text=c.long, source=c.short.source) for c in unique if c.long]
+
+
+def _stdlib_prompts(seed: int, root: Path | None, long: bool = False) -> list[Prompt]:
     root = Path(root) if root is not None else stdlib_root()
     candidates = []
     for path in corpus_files("validation", root):
-        candidates.extend(_function_prompts(path, root))
+        candidates.extend(_function_candidates(path, root, long))
     if not candidates:
         raise RuntimeError(f"no prompt candidates found in the validation files under {root}")
-    return _hash_order(candidates, seed)
+    return _hash_order(candidates, seed, long)
 
 
 # ---------------------------------------------------------------------------------------
@@ -110,19 +171,20 @@ def _package_folder(import_name: str) -> Path:
                                   f"reinstall the lab: pip install -e .") from None
 
 
-def package_prompts(import_name: str, seed: int = 0) -> list[Prompt]:
+def package_prompts(import_name: str, seed: int = 0, *, long: bool = False) -> list[Prompt]:
     """Every function-with-docstring prompt of one installed package (tests and vendored code left out),
-    in the order fixed by ``seed``; sources read 'package/relative/path.py:line:name'."""
+    in the order fixed by ``seed``; sources read 'package/relative/path.py:line:name'. ``long``: each
+    after the file text before it (:func:`_long_text`), those with too little of it left out."""
     folder = _package_folder(import_name)
     candidates = []
     for path in package_files(import_name):
-        candidates.extend(_function_prompts(path, folder.parent))
-    return _hash_order(candidates, seed)
+        candidates.extend(_function_candidates(path, folder.parent, long))
+    return _hash_order(candidates, seed, long)
 
 
-def _outside_prompts(seed: int) -> list[Prompt]:
+def _outside_prompts(seed: int, long: bool = False) -> list[Prompt]:
     """The packages' prompts interleaved (one of each package in turn), so any first n spread over all of them."""
-    per_package = [package_prompts(name, seed) for _, name in OUTSIDE_PACKAGES]
+    per_package = [package_prompts(name, seed, long=long) for _, name in OUTSIDE_PACKAGES]
     return [p for group in zip_longest(*per_package) for p in group if p is not None]
 
 
@@ -131,7 +193,7 @@ def _outside_prompts(seed: int) -> list[Prompt]:
 # ---------------------------------------------------------------------------------------
 def _clean(text: str) -> str:
     """Leading blank lines and trailing whitespace removed: a prompt ends at its last character, not at a
-    newline (see the byte-level BPE note in :func:`_function_prompts`)."""
+    newline (see the byte-level BPE note in :func:`_function_candidates`)."""
     return text.rstrip().lstrip("\n")
 
 
@@ -184,7 +246,8 @@ def read_prompt_file(path: str | Path) -> list[Prompt]:
     """
     path = Path(path)
     if path.suffix not in (".txt", ".jsonl"):
-        raise ValueError(f"prompt file {path}: expected a .txt or .jsonl file (or source='stdlib'/'packages')")
+        raise ValueError(f"prompt file {path}: expected a .txt or .jsonl file "
+                         f"(or a built-in source: {_source_names()})")
     if not path.is_file():
         raise FileNotFoundError(f"prompt file {path} does not exist")
     found = _read_txt(path) if path.suffix == ".txt" else _read_jsonl(path)
@@ -196,12 +259,17 @@ def read_prompt_file(path: str | Path) -> list[Prompt]:
 # ---------------------------------------------------------------------------------------
 # the one entry point
 # ---------------------------------------------------------------------------------------
+def _source_names() -> str:
+    """'stdlib', 'packages', 'stdlib-long', 'packages-long': for error messages."""
+    return ", ".join(repr(name) for name in BUILTIN_SOURCES)
+
+
 def _check_source(source) -> str | Path:
     if isinstance(source, Path) or (isinstance(source, str) and source not in BUILTIN_SOURCES
                                     and source.endswith((".txt", ".jsonl"))):
         return Path(source)
     if source not in BUILTIN_SOURCES:
-        raise ValueError(f"source must be 'stdlib', 'packages' or a path to a .txt/.jsonl prompt file, got {source!r}")
+        raise ValueError(f"source must be {_source_names()} or a path to a .txt/.jsonl prompt file, got {source!r}")
     return source
 
 
@@ -210,15 +278,18 @@ def all_prompts(*, seed: int = 0, source: str | Path = "stdlib", root: Path | No
     source = _check_source(source)
     if isinstance(source, Path):
         return read_prompt_file(source)
-    return _stdlib_prompts(seed, root) if source == "stdlib" else _outside_prompts(seed)
+    long = source.endswith("-long")
+    return _stdlib_prompts(seed, root, long) if source.startswith("stdlib") else _outside_prompts(seed, long)
 
 
 def prompts(n: int = 8, *, seed: int = 0, root: Path | None = None, source: str | Path = "stdlib") -> list[Prompt]:
     """``n`` deterministic held-out prompts from ``source``: ``"stdlib"`` (the *validation* files of the
-    installed standard library), ``"packages"`` (installed third-party packages: :data:`OUTSIDE_PACKAGES`)
-    or a path to a ``.txt``/``.jsonl`` file (:func:`read_prompt_file`).
+    installed standard library), ``"packages"`` (installed third-party packages: :data:`OUTSIDE_PACKAGES`),
+    their long variants ``"stdlib-long"`` and ``"packages-long"``, or a path to a ``.txt``/``.jsonl`` file
+    (:func:`read_prompt_file`).
 
-    Each built-in prompt is a function's signature and docstring (to be completed with its body).
+    Each built-in prompt is a function's signature and docstring (to be completed with its body); in a long
+    source, after the text of its file just before it (:func:`_long_text`), a few hundred tokens in all.
     The same interpreter (and package versions), ``n``, ``seed`` and ``source`` always give the same prompts.
     """
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
@@ -238,21 +309,27 @@ def benchmark_prompts(n: int, seed: int = 0, source: str | Path = "stdlib") -> l
 
 
 def source_label(source: str | Path) -> str:
-    """A short name for tables and figures: 'stdlib', 'packages' or the file's name."""
+    """A short name for tables and figures: the built-in source's name ('stdlib', 'packages-long', ...) or the
+    file's name."""
     source = _check_source(source)
     return source if isinstance(source, str) else source.name
 
 
 def source_info(source: str | Path = "stdlib") -> dict:
     """What a prompt source is made of, to store beside any result measured on it: the Python version
-    (stdlib), every package and its version (packages), or the file and its SHA-1 (a user's file)."""
+    (stdlib), every package and its version (packages), or the file and its SHA-1 (a user's file). A long
+    source says so (``"variant": "long"``) and with how much file text its prompts were built."""
     source = _check_source(source)
-    if source == "stdlib":
-        return {"source": "stdlib", "python": platform.python_version(), "root": str(stdlib_root())}
-    if source == "packages":
-        return {"source": "packages", "packages": {dist: importlib.metadata.version(dist)
-                                                   for dist, _ in OUTSIDE_PACKAGES}}
-    return {"source": "file", "path": str(source), "sha1": hashlib.sha1(source.read_bytes()).hexdigest()}
+    if isinstance(source, Path):
+        return {"source": "file", "path": str(source), "sha1": hashlib.sha1(source.read_bytes()).hexdigest()}
+    if source.startswith("stdlib"):
+        info = {"source": source, "python": platform.python_version(), "root": str(stdlib_root())}
+    else:
+        info = {"source": source, "packages": {dist: importlib.metadata.version(dist) for dist, _ in OUTSIDE_PACKAGES}}
+    if source.endswith("-long"):
+        info |= {"variant": "long", "of": source.removesuffix("-long"),
+                 "chars": {"max": LONG_PROMPT_CHARS, "min": LONG_PROMPT_MIN_CHARS, "counted": "without indentation"}}
+    return info
 
 
 def pick_prompt(tokenizer, model, n_new: int, *, seed: int = 0, n_candidates: int = 16,

@@ -15,11 +15,12 @@ import json
 import math
 from pathlib import Path
 
+from ..core.draft_config import DraftConfig
 from ..core.skip import SkipSet, parse_skip_set
 from .models import model_folder, model_key
 from .paths import SEARCH_DIR
 
-__all__ = ["BUCKET_WIDTH", "ratio_buckets", "bucket_index", "in_bucket", "best_skip_set", "skip_sets_by_bucket",
+__all__ = ["BUCKET_WIDTH", "ratio_buckets", "bucket_index", "in_bucket", "best_skip_set", "best_config", "skip_sets_by_bucket",
            "skip_set_for", "late_blocks_fallback", "greedy_path_sets", "trained_draft_path", "search_hint"]
 
 #: Width of the skip-ratio buckets results are kept per (8 buckets: [0, 0.125), ..., [0.875, 1]).
@@ -46,8 +47,9 @@ def bucket_index(ratio: float, width: float = BUCKET_WIDTH) -> int:
 def search_hint(model) -> str:
     """The commands that (re)generate a model's search results."""
     m = str(model)
-    return (f"`python -m labkit.search --model {m} --objective modelled --trials 100` (add `--per-bucket` for every "
-            f"skip-ratio bucket), then `python -m labkit.search export --model {m}`")
+    return (f"`python -m labkit.search --model {m} --objective priced --trials 100` (again with `--per-bucket "
+            f"--trials 25` for every skip-ratio bucket), `python -m labkit.search final --model {m}`, then "
+            f"`python -m labkit.search export --model {m} --objective priced`")
 
 
 def _read_best(model, search_dir) -> dict:
@@ -91,6 +93,21 @@ def best_skip_set(model: str = "default", ratio: float | None = None, *, search_
             f"--ratio-bucket {bucket['lo']:g} {bucket['hi']:g} --trials 40`, then `python -m labkit.search export "
             f"--model {model}`")
     return SkipSet.from_dict(bucket["best"]["skip"])
+
+
+def best_config(model: str = "default", ratio: float | None = None, *, search_dir=None) -> DraftConfig:
+    """The committed best draft configuration of ``model`` (overall, or in the skip-ratio bucket holding
+    ``ratio``): skip set, draft weights and stop rule as the ``priced`` search chose them (overall: the
+    configuration its wall-clock final check picked). Results of a skip-set-only search read as that set with
+    fp32 weights and a static threshold 0.5 (the lab's default stop rule)."""
+    data = _read_best(model, search_dir)
+    if ratio is None:
+        entry = data["overall"]
+    else:
+        entry = data["buckets"][bucket_index(_check_ratio(ratio), data.get("bucket_width", BUCKET_WIDTH))]["best"]
+        if entry is None:
+            best_skip_set(model, ratio, search_dir=search_dir)           # raises the LookupError that explains it
+    return DraftConfig.from_dict(entry.get("config") or entry["skip"])
 
 
 def skip_sets_by_bucket(model: str, n_layers: int, *, search_dir=None) -> list[dict]:

@@ -3,6 +3,7 @@ drafting stops, how the target verifies, what was recorded. Imports torch and tr
 from .architectures import SUPPORTED_ARCHITECTURES, check_supported
 from .cache import crop_to, new_cache
 from .decoding import GenerationResult, autoregressive_generate, speculative_generate
+from .draft_config import DraftConfig
 from .draft_head import DraftHead
 from .drafters import Draft, Drafter, LookupDrafter, ModelDrafter, SelfDrafter, ngram_lookup
 from .early_exit import EarlyExitDrafter
@@ -16,7 +17,7 @@ from .strategies import InContextStrategy, KnapsackStrategy, OnTheFlyStrategy, S
 from .trace import JacobiIteration, JacobiTrace, StepRecord, Trace
 
 __all__ = [
-    "AdaptiveThreshold", "Draft", "DraftHead", "DraftPolicy", "Drafter", "EarlyExitDrafter", "FixedK", "GenerationResult",
+    "AdaptiveThreshold", "Draft", "DraftConfig", "DraftHead", "DraftPolicy", "Drafter", "EarlyExitDrafter", "FixedK", "GenerationResult",
     "InContextStrategy", "JacobiIteration", "JacobiTrace", "KnapsackStrategy", "LookupDrafter", "ModelDrafter",
     "OnTheFlyStrategy", "SUPPORTED_ARCHITECTURES", "SelfDrafter", "SkipSet", "SkipStrategy", "StaticStrategy",
     "StaticThreshold", "StepRecord", "TargetConfidenceGate", "Trace", "Warp", "autoregressive_generate",

@@ -19,29 +19,34 @@ from .playground_claims import guiding_answers
 __all__ = ["presets", "presets_frame", "guiding_answers", "Playground"]
 
 
-def presets(grid: PlaygroundGrid) -> dict[str, Setting]:
+def presets(grid: PlaygroundGrid, draft_weights: str | None = None) -> dict[str, Setting]:
     """Named settings: too timid / the paper's / too aggressive (paper's policy at the lowest, ≈ 50 %
     and highest skip ratio of the grid) and the best cell found (highest median speedup; see
-    :func:`~labkit.lessons.playground_claims.best_found_sentence` for how many cells its noise cannot rank)."""
-    paper = grid.nearest()
+    :func:`~labkit.lessons.playground_claims.best_found_sentence` for how many cells its noise cannot rank).
+
+    ``draft_weights`` (the widget's toggle): every preset with those weights, "best found" the best of their
+    cells; None: the first three with the paper's own (fp32) weights, "best found" the best of the whole grid."""
+    paper = grid.nearest(draft_weights=draft_weights)
     return {
         "too timid": replace(paper, ratio=grid.ratios[0]),
         "paper's setting": paper,
         "too aggressive": replace(paper, ratio=grid.ratios[-1]),
-        "best found": grid.best()[0],
+        "best found": grid.best(None if draft_weights is None else paper.draft_weights)[0],
     }
 
 
-def presets_frame(grid: PlaygroundGrid):
-    """The named presets side by side: setting, accepted / drafted, tokens per step, speedup with its
-    min-max over repetitions, the cells within its noise, and the analytic limit."""
+def presets_frame(grid: PlaygroundGrid, draft_weights: str | None = None):
+    """The named presets (:func:`presets`) side by side: setting, accepted / drafted, tokens per step, speedup
+    with its min-max over repetitions, the cells (of the same draft weights) within its noise, and the analytic
+    limit."""
     import pandas as pd
 
     rows = []
-    for name, s in presets(grid).items():
+    for name, s in presets(grid, draft_weights).items():
         cell = grid.cell(s)
         rows.append({"preset": name, "skip ratio": s.ratio, "policy": s.policy, "threshold": s.threshold,
-                     "max draft": s.max_draft, "accepted / drafted": cell["acceptance_rate"],
+                     "max draft": s.max_draft, "draft weights": s.draft_weights,
+                     "accepted / drafted": cell["acceptance_rate"],
                      "tokens/step": cell["tokens_per_step"], "speedup": cell["speedup"],
                      "speedup min": cell["speedup_min"], "speedup max": cell["speedup_max"],
                      "cells within its noise": len(grid.within_noise(s)),
@@ -49,12 +54,31 @@ def presets_frame(grid: PlaygroundGrid):
     return pd.DataFrame(rows).set_index("preset")
 
 
+_WEIGHTS_TIP = {"fp32": "the draft reads the model's own weights",
+                "int8": "the draft reads int8 copies of the linear weights (verification keeps the model's own)"}
+
+
 def _load_for_live(name: str):
     return load_model(name)
 
 
+def _other_weights_html(grid: PlaygroundGrid, s: Setting) -> str:
+    """The same knobs with the grid's other draft weights, one readout line ('' for a grid with one kind)."""
+    parts = []
+    for weights in grid.draft_weights:
+        if weights != s.draft_weights:
+            other = grid.cell(replace(s, draft_weights=weights))
+            parts.append(f"with {weights} draft weights: speedup {fmt(other['speedup'])}× (min–max "
+                         f"{fmt(other['speedup_min'])}–{fmt(other['speedup_max'])}), c = {fmt(other.get('c'), '.3f')}, "
+                         f"accepted / drafted {fmt(other['acceptance_rate'])}")
+    return f"<br>the same knobs {'; '.join(parts)}" if parts else ""
+
+
 class Playground:
     """Sliders over a precomputed grid; ``widget`` is the thing to display, ``update()`` refreshes.
+
+    The knobs: skip ratio, threshold, max draft γ, policy and draft weights (fp32 / int8: which cells every
+    curve, the star and the readout show, and what "run live" measures).
 
     ``grids``: one :class:`PlaygroundGrid` or a dict name → grid (the model toggle's options).
     ``loader(name) -> (model, tokenizer)`` is used by "run live" (default :func:`labkit.load_model`;
@@ -86,7 +110,7 @@ class Playground:
         self.update()
 
     def _build_controls(self, name: str, start: Setting) -> None:
-        """The model toggle, the four knobs, the preset and live buttons, wired to the refresh."""
+        """The model toggle, the five knobs, the preset and live buttons, wired to the refresh."""
         import ipywidgets as widgets
 
         grid = self.grids[name]
@@ -99,7 +123,12 @@ class Playground:
         self.max_draft_slider = widgets.SelectionSlider(options=[(str(k), k) for k in grid.max_drafts],
                                                         value=start.max_draft, description="max draft γ",
                                                         continuous_update=True, layout=narrow)
-        self.policy_toggle = widgets.ToggleButtons(options=grid.policies, value=start.policy, description="policy")
+        short = {"button_width": "92px"}                 # two toggles beside the model one fit the column
+        self.policy_toggle = widgets.ToggleButtons(options=grid.policies, value=start.policy, description="policy",
+                                                   style=short)
+        self.weights_toggle = widgets.ToggleButtons(
+            options=grid.draft_weights, value=start.draft_weights, description="draft weights", style=short,
+            tooltips=[_WEIGHTS_TIP[w] for w in grid.draft_weights])
         self.preset_buttons = {}
         for preset in presets(grid):
             button = widgets.Button(description=preset, layout=widgets.Layout(width="auto"))
@@ -110,7 +139,7 @@ class Playground:
                                                   f"({self.live_prompts} prompts × {self.live_tokens} tokens)")
         self.live_button.on_click(lambda _: self.run_live())
         self.readout, self.status = widgets.HTML(), widgets.HTML()
-        for control in (self.ratio_slider, self.threshold_slider, self.max_draft_slider, self.policy_toggle):
+        for control in self._knobs():
             control.observe(lambda _: self._changed(), names="value")
         self.model_toggle.observe(lambda _: self._model_changed(), names="value")
 
@@ -118,13 +147,18 @@ class Playground:
         import ipywidgets as widgets
 
         return widgets.VBox([
-            widgets.HBox([self.model_toggle, self.policy_toggle]),
+            widgets.HBox([self.model_toggle, self.policy_toggle, self.weights_toggle]),
             widgets.HBox([self.ratio_slider, self.threshold_slider, self.max_draft_slider]),
             widgets.HBox([widgets.HTML("<b>presets:</b>&nbsp;"), *self.preset_buttons.values(),
                           widgets.HTML("&nbsp;&nbsp;"), self.live_button]),
             self.readout, self.figure, self.status])
 
     # -- state ------------------------------------------------------------------------------
+    def _knobs(self) -> tuple:
+        """The controls that pick the cell, in the order of :class:`Setting`'s fields."""
+        return (self.ratio_slider, self.threshold_slider, self.max_draft_slider, self.policy_toggle,
+                self.weights_toggle)
+
     @staticmethod
     def _ratio_options(grid: PlaygroundGrid):
         return [(f"{r:.3f}", r) for r in grid.ratios]
@@ -143,22 +177,29 @@ class Playground:
 
     @property
     def setting(self) -> Setting:
-        return Setting(self.ratio_slider.value, self.threshold_slider.value, self.max_draft_slider.value,
-                       self.policy_toggle.value)
+        return Setting(*(control.value for control in self._knobs()))
 
-    def set(self, setting: Setting) -> None:
-        """Move every slider to ``setting`` (snapped to the grid), refreshing once."""
-        s = self.grid.nearest(setting.ratio, setting.threshold, setting.max_draft, setting.policy)
+    def _move_knobs(self, s: Setting) -> None:
+        """Every knob to ``s`` (a setting of the current grid) without a refresh per knob."""
         self._hold += 1
         try:
-            self.ratio_slider.value, self.threshold_slider.value = s.ratio, s.threshold
-            self.max_draft_slider.value, self.policy_toggle.value = s.max_draft, s.policy
+            for control, value in zip(self._knobs(), (s.ratio, s.threshold, s.max_draft, s.policy, s.draft_weights)):
+                control.value = value
         finally:
             self._hold -= 1
+
+    def set(self, setting: Setting) -> None:
+        """Move every knob to ``setting`` (snapped to the grid), refreshing once."""
+        self._move_knobs(self.grid.nearest(setting.ratio, setting.threshold, setting.max_draft, setting.policy,
+                                           setting.draft_weights))
         self.update()
 
+    def presets(self) -> dict[str, Setting]:
+        """The presets at the selected draft weights (:func:`presets`)."""
+        return presets(self.grid, self.weights_toggle.value)
+
     def apply_preset(self, name: str) -> Setting:
-        table = presets(self.grid)
+        table = self.presets()
         if name not in table:
             raise KeyError(f"unknown preset {name!r} (have: {', '.join(table)})")
         self.set(table[name])
@@ -173,17 +214,18 @@ class Playground:
         """Swap the grid: slider options of the new model, the nearest setting, axis ranges."""
         old = self.setting
         grid = self.grid
-        s = grid.nearest(old.ratio, old.threshold, old.max_draft, old.policy)
+        s = grid.nearest(old.ratio, old.threshold, old.max_draft, old.policy, old.draft_weights)
         self._hold += 1
         try:
             self.ratio_slider.options = self._ratio_options(grid)
             self.threshold_slider.options = self._threshold_options(grid)
             self.max_draft_slider.options = [(str(k), k) for k in grid.max_drafts]
             self.policy_toggle.options = grid.policies
-            self.ratio_slider.value, self.threshold_slider.value = s.ratio, s.threshold
-            self.max_draft_slider.value, self.policy_toggle.value = s.max_draft, s.policy
+            self.weights_toggle.options = grid.draft_weights
+            self.weights_toggle.tooltips = [_WEIGHTS_TIP[w] for w in grid.draft_weights]
         finally:
             self._hold -= 1
+        self._move_knobs(s)
         ranges = axis_ranges(grid)
         with self.figure.batch_update():
             for row in range(2):
@@ -214,15 +256,6 @@ class Playground:
         if s.policy == "adaptive" and cell.get("final_threshold") is not None:
             moved = f"; the adaptive threshold moved {s.threshold:g} → {fmt(cell['final_threshold'])}"
         same = {True: "yes", False: "NO", None: "n/a"}[cell.get("identical_to_plain")]
-        live = [p for p in self.live[self.model_name] if all(p[k] == getattr(s, k) for k in
-                                                             ("ratio", "threshold", "max_draft", "policy"))]
-        live_txt = ""
-        if live:
-            p = live[-1]
-            live_txt = (f"<br><b>live run</b> ({p['n_prompts']} prompts × {p['max_new_tokens']} tokens, "
-                        f"{p['measured_at']}): speedup {fmt(p['speedup'])}× ({fmt(p['speedup_min'])}–"
-                        f"{fmt(p['speedup_max'])}) = {fmt(p['vs_grid'])} × the grid's, accepted / drafted "
-                        f"{fmt(p['acceptance_rate'])}, {fmt(p['tokens_per_step'])} tokens/step")
         return (f"<b>{html.escape(grid.name)}</b>, {html.escape(s.describe())}<br>"
                 f"skip set ({entry['n_skipped']} of {2 * grid.data['n_layers']} blocks, bucket "
                 f"[{entry['bucket'][0]:g}, {entry['bucket'][1]:g})): {html.escape(str(skip))}<br>"
@@ -231,16 +264,29 @@ class Playground:
                 f"ms/token vs {fmt(cell['plain_ms_per_token'])} for the plain loop (this skip set's shared baseline) "
                 f"→ speedup <b>{fmt(cell['speedup'])}×</b> (min–max {fmt(cell['speedup_min'])}–"
                 f"{fmt(cell['speedup_max'])} over {len(cell['speedup_repeats'])} repetitions; "
-                f"{len(grid.within_noise(s))} cells within its noise) "
+                f"{len(grid.within_noise(s))} other {s.draft_weights} cells within its noise) "
                 f"(analytic limit {fmt(cell.get('analytic_speedup'))}× with c = {fmt(cell.get('c'), '.3f')}, "
                 f"c_v = {fmt(cell.get('c_v'), '.2f')}; forward passes only: "
                 f"{fmt(cell.get('analytic_speedup_forward'))}×){moved}; output identical to plain decoding: {same}"
-                f"{live_txt}")
+                f"{_other_weights_html(grid, s)}{self._live_html(s)}")
+
+    def _live_html(self, s: Setting) -> str:
+        """The latest live run of exactly ``s`` (draft weights included), as a readout line ('' if none)."""
+        live = [p for p in self.live[self.model_name]
+                if all(p[k] == getattr(s, k) for k in ("ratio", "threshold", "max_draft", "policy"))
+                and p.get("draft_weights", "fp32") == s.draft_weights]
+        if not live:
+            return ""
+        p = live[-1]
+        return (f"<br><b>live run</b> ({p['n_prompts']} prompts × {p['max_new_tokens']} tokens, "
+                f"{p['measured_at']}): speedup {fmt(p['speedup'])}× ({fmt(p['speedup_min'])}–"
+                f"{fmt(p['speedup_max'])}) = {fmt(p['vs_grid'])} × the grid's, accepted / drafted "
+                f"{fmt(p['acceptance_rate'])}, {fmt(p['tokens_per_step'])} tokens/step")
 
     def measure_update_ms(self) -> float:
-        """Median ms of a slider move (observer + refresh) over every option of every slider."""
+        """Median ms of a slider move (observer + refresh) over every option of every slider and toggle."""
         times, start = [], self.setting
-        for slider in (self.ratio_slider, self.threshold_slider, self.max_draft_slider, self.policy_toggle):
+        for slider in self._knobs():
             values = [o[1] if isinstance(o, tuple) else o for o in slider.options]
             original = slider.value
             for v in [*values, original]:
@@ -270,7 +316,7 @@ class Playground:
             model, tokenizer = self._loaded[name]
             with torch.inference_mode():
                 point = measure_live(model, tokenizer, grid.skip_set(s.ratio), s, self._live_texts(grid),
-                                     max_new_tokens=self.live_tokens, cost_model=grid.cost_model)
+                                     max_new_tokens=self.live_tokens, cost_model=grid.cost_model_for(s.draft_weights))
                 point["prompts"] = "grid" if self.live_source == "grid" else source_label(self.live_source)
         except Exception as err:
             self.status.value = f"<span style='color:#d62728'>live run failed: {html.escape(repr(err))}</span>"

@@ -2,19 +2,23 @@
 
 Each answer to a guiding question, the "best found" label, the live-run comparison and the summary are
 chosen by the data: a peak inside the range or at an edge, curves rising, falling or flat, two cells
-told apart or within the noise (the min-max of the speedup over the grid's repetitions). Notation:
+told apart or within the noise (the min-max of the speedup over the grid's repetitions), and which draft
+weights (fp32 or int8) the fastest cell reads. Every answer about a slice reads the setting's draft weights. Notation:
 docs/notation.md (accepted / drafted is the measured acceptance rate; α is reserved for the per-token
 acceptance probability).
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
-from ..measure.grid import PlaygroundGrid, Setting
+from ..measure.grid import PlaygroundGrid, Setting, regenerate_command
 from .claims import direction, is_missing, join, num, overlaps, peak, trend, versus_range
 
 __all__ = ["guiding_answers", "peak_answer", "threshold_answer", "threshold_ties", "twin_answer", "peak_ratios",
-           "best_found_sentence", "live_sentence", "verify_cost_sentence", "summary", "bench_sentence"]
+           "best_found_sentence", "live_sentence", "verify_cost_sentence", "weights_sentence", "weights_answer",
+           "summary", "bench_sentence"]
 
 
 def _range(grid: PlaygroundGrid, setting: Setting) -> tuple[float, float]:
@@ -107,10 +111,12 @@ def threshold_ties(grid: PlaygroundGrid, s: Setting) -> list[int]:
     return [k for k in range(len(sp)) if k != j and not is_missing(sp[k]) and overlaps((lo[k], hi[k]), (lo[j], hi[j]))]
 
 
-def verify_cost_sentence(grid: PlaygroundGrid) -> str:
-    """What a verify pass costs in this grid, in plain tokens (c_v), measured and from forward passes only."""
-    cv, cvf = grid.values("c_v"), grid.values("c_v_forward")
-    text = (f"In this grid a verify pass costs c_v = {num(np.nanmin(cv))}–{num(np.nanmax(cv))} plain tokens "
+def verify_cost_sentence(grid: PlaygroundGrid, draft_weights: str | None = None) -> str:
+    """What a verify pass costs in this grid (the cells with ``draft_weights`` if given), in plain tokens (c_v),
+    measured and from forward passes only."""
+    cv, cvf = grid.values("c_v", draft_weights), grid.values("c_v_forward", draft_weights)
+    where = "this grid" if draft_weights is None else f"this grid's {draft_weights} cells"
+    text = (f"In {where} a verify pass costs c_v = {num(np.nanmin(cv))}–{num(np.nanmax(cv))} plain tokens "
             f"(median {num(np.nanmedian(cv))})")
     if not np.all(np.isnan(cvf)):
         text += f"; counting forward passes only, c_v = {num(np.nanmin(cvf))}–{num(np.nanmax(cvf))}"
@@ -124,11 +130,11 @@ def verify_cost_sentence(grid: PlaygroundGrid) -> str:
 
 def twin_answer(grid: PlaygroundGrid, other: PlaygroundGrid, s: Setting) -> str:
     """Q3: where the twin peaks, how high, and why lower (its accepted / drafted from the first skipped blocks)."""
-    so = other.nearest(threshold=s.threshold, max_draft=s.max_draft, policy=s.policy)
+    so = other.nearest(threshold=s.threshold, max_draft=s.max_draft, policy=s.policy, draft_weights=s.draft_weights)
     sp, acc = grid.vs_ratio("speedup", s), grid.vs_ratio("acceptance_rate", s)
     sp_o, acc_o = other.vs_ratio("speedup", so), other.vs_ratio("acceptance_rate", so)
     i, io = int(np.nanargmax(sp)), int(np.nanargmax(sp_o))
-    lo_o, hi_o = _range(other, Setting(other.ratios[io], so.threshold, so.max_draft, so.policy))
+    lo_o, hi_o = _range(other, replace(so, ratio=other.ratios[io]))
     text = (f"For {other.name!r} on the same slice, accepted / drafted is {num(acc_o[0])} at skip ratio "
             f"{other.ratios[0]:.3f} (vs {num(acc[0])} for {grid.name!r} at {grid.ratios[0]:.3f}) and "
             f"{num(acc_o[-1])} at {other.ratios[-1]:.3f} (vs {num(acc[-1])} at {grid.ratios[-1]:.3f}). Its speedup "
@@ -151,7 +157,8 @@ def twin_answer(grid: PlaygroundGrid, other: PlaygroundGrid, s: Setting) -> str:
 
 def guiding_answers(grid: PlaygroundGrid, other: PlaygroundGrid | None = None,
                     setting: Setting | None = None) -> list[dict]:
-    """The guiding questions, where to look in the plots, and the answer in this grid's numbers."""
+    """The guiding questions, where to look in the plots, and the answer in this grid's numbers (on ``setting``'s
+    slice, its draft weights included; a fourth on the draft weights when the grid has both)."""
     s = setting or grid.nearest()
     out = [
         {"question": "At what skip ratio does speedup peak, and why does it fall after?",
@@ -159,27 +166,90 @@ def guiding_answers(grid: PlaygroundGrid, other: PlaygroundGrid | None = None,
          "answer": peak_answer(grid, s)},
         {"question": "Why does a higher threshold raise acceptance but not always speed?",
          "look_at": "bottom row: accepted / drafted, tokens per step, d and speedup vs threshold",
-         "answer": threshold_answer(grid, s) + " " + verify_cost_sentence(grid)},
+         "answer": threshold_answer(grid, s) + " " + verify_cost_sentence(grid, s.draft_weights)},
     ]
     if other is not None:
         out.append({"question": f"Where does the {other.name!r} twin peak, and why lower?",
                     "look_at": "the model toggle, or the side-by-side figure: accepted / drafted and speedup vs skip ratio",
                     "answer": twin_answer(grid, other, s)})
+    if len(grid.draft_weights) > 1:
+        out.append({"question": "What do int8 draft weights change, and does the fastest cell use them?",
+                    "look_at": "the draft weights toggle: the draft cost c and the speedup move, accepted / drafted "
+                               "barely",
+                    "answer": weights_answer(grid, s)})
     return out
 
 
 def best_found_sentence(grid: PlaygroundGrid) -> str:
-    """The best cell, its noise, and how many cells the noise cannot tell apart from it."""
+    """The best cell, its noise, how many cells (of either draft weights) the noise cannot tell apart from it,
+    and, when the grid has both, the fastest fp32 cell against the fastest int8 one."""
     setting, cell = grid.best()
-    near = grid.within_noise(setting)
+    near = grid.within_noise(setting, any_weights=True)
     text = (f"Best found in the grid of {grid.name!r}: {setting.describe()}, {num(cell['speedup'])}× (median of "
             f"{len(cell['speedup_repeats'])} repetitions, min–max {num(cell['speedup_min'])}–{num(cell['speedup_max'])}). ")
     if not near:
-        return text + "No other cell's range reaches it: it is ahead beyond the noise."
-    ratios = sorted({s.ratio for s in near})
-    return text + (f"{len(near)} other cell(s) have overlapping ranges (at skip ratios "
-                   f"{join([f'{r:.3f}' for r in ratios])}), so the grid cannot rank it above them: read it as one "
-                   f"of the best settings, not the best.")
+        text += "No other cell's range reaches it: it is ahead beyond the noise."
+    else:
+        ratios = sorted({s.ratio for s in near})
+        text += (f"{len(near)} other cell(s) have overlapping ranges (at skip ratios "
+                 f"{join([f'{r:.3f}' for r in ratios])}), so the grid cannot rank it above them: read it as one "
+                 f"of the best settings, not the best.")
+    return text + (" " + weights_sentence(grid) if len(grid.draft_weights) > 1 else "")
+
+
+def _fastest_by_weights(grid: PlaygroundGrid) -> str:
+    """The fastest fp32 cell against the fastest int8 cell: which weights the faster one reads, or that their
+    min-max ranges overlap (within the noise)."""
+    best = {w: grid.best(w) for w in ("fp32", "int8")}
+    win = "int8" if best["int8"][1]["speedup"] > best["fp32"][1]["speedup"] else "fp32"
+    lose = "fp32" if win == "int8" else "int8"
+    (ws, wc), (_, lc) = best[win], best[lose]
+    spread = {w: f"min–max {num(c['speedup_min'])}–{num(c['speedup_max'])}" for w, (_, c) in best.items()}
+    if overlaps(_range(grid, ws), _range(grid, best[lose][0])):
+        return (f"The fastest {win} cell ({num(wc['speedup'])}×, {spread[win]}) and the fastest {lose} cell "
+                f"({num(lc['speedup'])}×, {spread[lose]}) are within the noise of each other: their ranges overlap, "
+                f"so the grid cannot say which draft weights are faster at their best.")
+    return (f"The fastest cell reads {win} draft weights: {num(wc['speedup'])}× ({spread[win]}; {ws.describe()}) "
+            f"vs {num(lc['speedup'])}× with {lose} ({spread[lose]}), beyond the noise.")
+
+
+def _int8_effect(grid: PlaygroundGrid, s: Setting) -> str:
+    """What int8 draft weights do at ``s``'s knobs against fp32: the draft cost c and accepted / drafted."""
+    f, i = (grid.cell(replace(s, draft_weights=w)) for w in ("fp32", "int8"))
+    change = direction(f.get("c"), i.get("c"))
+    text = (f"int8 draft weights {'cut' if change < 0 else 'raise' if change > 0 else 'leave'} the draft cost c "
+            + (f"at about {num(f.get('c'))}" if change == 0 else f"from {num(f.get('c'))} to {num(i.get('c'))}")
+            + " of a plain step")
+    text += {-1: " (for one token a small model's forward on a CPU waits on its weights streaming from memory, "
+                 "and int8 weights are a quarter of the bytes)",
+             0: " (here the int8 drafts were not measurably cheaper)",
+             1: " (on this machine the int8 kernel cost more than the bytes it saves)"}[change]
+    text += f", and {trend(f['acceptance_rate'], i['acceptance_rate'], 'accepted / drafted')}"
+    if i.get("identical_to_plain") is True:
+        text += "; the output stays token-identical to plain decoding (verification reads the model's own weights)"
+    return text + "."
+
+
+def weights_sentence(grid: PlaygroundGrid) -> str:
+    """fp32 against int8 draft weights at their best cells, and why (c and accepted / drafted at the int8 best)."""
+    if len(grid.draft_weights) < 2:
+        return (f"The grid of {grid.name!r} holds {join(grid.draft_weights)} draft weights only, so it cannot "
+                f"compare fp32 and int8 drafts: `{regenerate_command(grid.data['model'])}` measures both.")
+    return (f"{_fastest_by_weights(grid)} At the fastest int8 cell's knobs, "
+            f"{_int8_effect(grid, grid.best('int8')[0])}")
+
+
+def weights_answer(grid: PlaygroundGrid, s: Setting) -> str:
+    """Q4: int8 against fp32 draft weights at ``s``'s knobs (c, accepted / drafted, the speedups and whether the
+    noise separates them), then at the two weights' best cells."""
+    at_fp32, at_int8 = (replace(s, draft_weights=w) for w in ("fp32", "int8"))
+    f, i = grid.cell(at_fp32), grid.cell(at_int8)
+    text = (f"At skip ratio {s.ratio:.3f}, {s.policy} policy, threshold {s.threshold:g} and max draft {s.max_draft}, "
+            f"{_int8_effect(grid, s)} The speedup is {num(i['speedup'])}× with int8 against {num(f['speedup'])}× "
+            f"with fp32")
+    text += (": within the noise (the min–max ranges overlap). " if overlaps(_range(grid, at_fp32), _range(grid, at_int8))
+             else f": {'int8' if i['speedup'] > f['speedup'] else 'fp32'} is faster beyond the noise. ")
+    return text + _fastest_by_weights(grid)
 
 
 def live_sentence(live: dict, cell: dict) -> str:
@@ -216,10 +286,13 @@ def summary(grid: PlaygroundGrid, other: PlaygroundGrid | None, s: Setting) -> l
         bullets.append(f"The threshold trades acceptance against draft length: the fastest threshold here ({th[j]:g}) "
                        f"is not the one with the highest accepted / drafted ({th[ja]:g}).")
     if other is not None:
-        so = other.nearest(threshold=s.threshold, max_draft=s.max_draft, policy=s.policy)
+        so = other.nearest(threshold=s.threshold, max_draft=s.max_draft, policy=s.policy, draft_weights=s.draft_weights)
         bullets.append(f"Training sets how much a model can skip: `{other.name}` peaks at "
                        f"{num(np.nanmax(other.vs_ratio('speedup', so)))}× on the same slice, `{grid.name}` at "
                        f"{num(np.nanmax(sp))}×.")
+    if len(grid.draft_weights) > 1:
+        bullets.append(f"int8 draft weights change only what a draft costs and how often it is right, never the "
+                       f"output. {_fastest_by_weights(grid)}")
     bullets.append(f"Every speedup in the grid carries its noise (a cell's min–max over repetitions is "
                    f"{100 * grid.data['noise']['median_relative_spread']:.0f} % wide at the median): rank two "
                    f"settings only when their ranges do not overlap. The **run live** button checks a setting on "

@@ -18,9 +18,10 @@ from typing import Callable, Mapping, Sequence
 import torch
 from tqdm.auto import tqdm
 
-from ..artifacts.prompts import benchmark_prompts, source_info, source_label
+from ..artifacts.prompts import benchmark_prompts, prompts, source_info, source_label
 from ..artifacts.results import skip_set_for, trained_draft_path
 from ..core.decoding import autoregressive_generate, speculative_generate
+from ..core.draft_config import DraftConfig
 from ..core.draft_head import DraftHead
 from ..core.policies import StaticThreshold
 from ..core.skip import SkipSet
@@ -28,7 +29,7 @@ from .agreement import AgreementProbe
 from .strategies import block_importance, model_name_of, skip_strategy, strategy_cost_model
 
 __all__ = ["reference_sets", "strategy_methods", "Comparison", "compare_strategies", "set_timeline",
-           "agreement_by_source", "PLAIN"]
+           "agreement_by_source", "compare_configs", "PLAIN"]
 
 PLAIN = "plain loop"
 
@@ -104,18 +105,30 @@ def _row(source, method, results, plain_ms, plain_results, seconds):
     return row
 
 
+def _speedup_spread(plain, method) -> dict:
+    """The speedup of each repeat (its plain runs' time / the method's, same prompts), min and max."""
+    each = [sum(p) / sum(s) for (p, _), (s, _) in zip(plain, method) if sum(s) > 0]
+    return {"speedup_min": min(each), "speedup_max": max(each)} if each else {}
+
+
 def compare_strategies(model, tokenizer, methods: Mapping[str, Callable[[], object]], *,
                        sources: Sequence = ("stdlib", "packages"), n_prompts: int = 4, max_new_tokens: int = 64,
                        repeats: int = 1, lookup: int = 0, policy: Callable[[], object] | None = None, seed: int = 0,
                        draft_weights: Mapping[str, str] | None = None,
-                       draft_heads: Mapping[str, DraftHead] | None = None, progress: bool = True) -> Comparison:
+                       draft_heads: Mapping[str, DraftHead] | None = None, progress: bool = True,
+                       policies: Mapping[str, Callable[[], object]] | None = None,
+                       held_out: bool = True) -> Comparison:
     """Plain loop and every method (``{label: factory of a fresh strategy}``) on ``n_prompts`` benchmark prompts
     of each source, interleaved ``repeats`` times; greedy. ``policy``: factory of the draft policy (default a
     static threshold 0.5, the lab's fastest measured policy), one per method and source. ``draft_weights``:
     {label: "int8"} for methods whose self-draft reads int8 weights (:mod:`labkit.core.draft_weights`).
-    ``draft_heads``: {label: DraftHead} for methods that draft with a head on its own set, at its threshold."""
-    draft_weights, draft_heads = dict(draft_weights or {}), dict(draft_heads or {})
-    for name, given in (("draft_weights", draft_weights), ("draft_heads", draft_heads)):
+    ``draft_heads``: {label: DraftHead} for methods that draft with a head on its own set, at its threshold.
+    ``policies``: {label: policy factory} for methods with their own stop rule. A method's policy is made once
+    per source and carried across its prompts and repeats (Draft & Verify's evaluation never resets an adaptive
+    threshold between prompts). ``held_out=False``: the first prompts of each source (the ones that choose
+    configurations) instead of the benchmark's. Each row has the speedup's min-max over the repeats."""
+    draft_weights, draft_heads, policies = dict(draft_weights or {}), dict(draft_heads or {}), dict(policies or {})
+    for name, given in (("draft_weights", draft_weights), ("draft_heads", draft_heads), ("policies", policies)):
         unknown = sorted(set(given) - set(methods))
         if unknown:
             raise ValueError(f"{name} names methods that are not compared: {unknown}")
@@ -124,14 +137,16 @@ def compare_strategies(model, tokenizer, methods: Mapping[str, Callable[[], obje
     rows = []
     for source in sources:
         label = source_label(source)
-        chosen = benchmark_prompts(n_prompts, seed=seed, source=source)
+        chosen = (benchmark_prompts(n_prompts, seed=seed, source=source) if held_out
+                  else prompts(n_prompts, seed=seed, source=source))
         comparison.prompts[label], comparison.sources[label] = [p.source for p in chosen], source_info(source)
         ids = [tokenizer(p.text, return_tensors="pt", add_special_tokens=False)["input_ids"] for p in chosen]
         strategies = {m: make() for m, make in methods.items() if m not in draft_heads}
         runs = {PLAIN: lambda x: autoregressive_generate(model, x, max_new_tokens)}
         for m in methods:
             head = draft_heads.get(m)
-            skip, drafts_with = (head.skip, StaticThreshold(head.threshold, 12)) if head else (strategies[m], policy())
+            skip, drafts_with = ((head.skip, StaticThreshold(head.threshold, 12)) if head
+                                 else (strategies[m], policies.get(m, policy)()))
             runs[m] = (lambda x, s=skip, p=drafts_with, m=m, h=head: speculative_generate(
                 model, x, skip=s, policy=p, max_new_tokens=max_new_tokens, lookup=lookup,
                 draft_weights=draft_weights.get(m), draft_head=h))
@@ -152,7 +167,8 @@ def compare_strategies(model, tokenizer, methods: Mapping[str, Callable[[], obje
                                      for s, rs in seconds[PLAIN])
         for m in runs:
             results = seconds[m][-1][1]
-            rows.append(_row(label, m, results, plain_ms, plain_results, seconds[m]))
+            rows.append({**_row(label, m, results, plain_ms, plain_results, seconds[m]),
+                         **_speedup_spread(seconds[PLAIN], seconds[m])})
             comparison.results[(label, m)] = results
             if m in strategies:
                 comparison.strategies[(label, m)] = strategies[m]
@@ -160,6 +176,18 @@ def compare_strategies(model, tokenizer, methods: Mapping[str, Callable[[], obje
 
     comparison.frame = pd.DataFrame(rows)
     return comparison
+
+
+def compare_configs(model, tokenizer, configs: Mapping[str, DraftConfig], **options) -> Comparison:
+    """:func:`compare_strategies` of whole draft configurations ({label: DraftConfig}): each drafts with its set,
+    its weights and its own stop rule (made once per source, carried across prompts). ``options`` as there."""
+    for label, config in configs.items():
+        if not isinstance(config, DraftConfig):
+            raise TypeError(f"configs[{label!r}] must be a DraftConfig, got {type(config).__name__}")
+    return compare_strategies(
+        model, tokenizer, {label: (lambda c=c: c.skip) for label, c in configs.items()},
+        draft_weights={label: c.draft_weights for label, c in configs.items() if c.draft_weights},
+        policies={label: c.make_policy for label, c in configs.items()}, **options)
 
 
 def set_timeline(result, n_layers: int) -> tuple[list[int], list[list[int]]]:

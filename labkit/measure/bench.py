@@ -20,7 +20,8 @@ interleaved on its own: the plain loop, ``generate``, the model's static sets an
 :func:`labkit.skip_strategy`, each with and without prompt lookup, the time spent choosing sets shown separately
 ("select %" of decode time); the static sets once more with int8 draft weights (``draft_weights``: the draft
 reads int8 copies of the kept blocks' weights, verification the model's own, so the output is unchanged).
-``--prompt-source`` picks the prompts of the main greedy and sampling sections (stdlib, packages or a file).
+``--prompt-source`` picks the prompts of the main greedy and sampling sections (stdlib, packages, their long
+variants stdlib-long and packages-long, or a file).
 """
 from __future__ import annotations
 
@@ -570,11 +571,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--no-early-exit-and-gate", action="store_true", help="leave out the early-exit drafter and target-confidence gate rows")
     parser.add_argument("--no-jacobi", action="store_true", help="leave out the Jacobi / Gauss-Seidel rows")
     parser.add_argument("--prompt-source", help="prompts of the greedy/sampling sections: stdlib (default), "
-                                                "packages, or a .txt/.jsonl file (see labkit.artifacts.prompts)")
+                                                "packages, stdlib-long, packages-long (each function after the "
+                                                "file text before it), or a .txt/.jsonl file (see "
+                                                "labkit.artifacts.prompts)")
     parser.add_argument("--no-strategies", action="store_true", help="leave out the skip-strategy section")
     parser.add_argument("--only-strategies", action="store_true", help="run the skip-strategy section alone")
     parser.add_argument("--strategy-sources", nargs="+", help="prompt sources of the skip-strategy section "
-                                                               "(default: stdlib packages)")
+                                                               "(default: stdlib packages; also stdlib-long, "
+                                                               "packages-long or .txt/.jsonl files)")
     parser.add_argument("--draft-weights", nargs="*", choices=DRAFT_WEIGHTS,
                         help="extra strategy-section rows of the static sets with these draft weights "
                              "(default: int8; the flag with no value: no extra rows)")

@@ -26,7 +26,10 @@ from typing import Sequence
 
 import torch
 
+from contextlib import nullcontext
+
 from ..core.cache import crop_to, new_cache
+from ..core.draft_weights import draft_weights as build_draft_weights
 from ..core.forward import forward_tokens
 from ..core.skip import SkipSet, skipping
 from ..artifacts.models import load_model
@@ -56,6 +59,7 @@ class CostModel:
     fit: dict = field(default_factory=dict)       # n_sets, repeats, r2, rmse_ms, seconds
     machine: dict = field(default_factory=dict)
     measured_at: str = ""
+    draft_weights: str | None = None              # the weights the draft blocks were timed with (None: the model's)
 
     def __post_init__(self) -> None:
         L = self.n_layers
@@ -206,17 +210,20 @@ def random_skip_sets(n_layers: int, n_sets: int, rng: random.Random) -> list[Ski
 
 class _Timer:
     """Times one-token forwards under a skip set and verify forwards of k + 1 tokens, always from the same
-    cache of ``context`` tokens (cut back after every forward, untimed)."""
+    cache of ``context`` tokens (cut back after every forward, untimed). ``weights``: the draft weights the
+    one-token forwards of a skip set read (None: the model's own); the full step and verifies never do."""
 
-    def __init__(self, model, context: int, max_draft: int, seed: int):
+    def __init__(self, model, context: int, max_draft: int, seed: int, weights: str | None = None):
         g = torch.Generator().manual_seed(seed)
         self.model, self.context = model, context
+        self.weights = build_draft_weights(model, weights)
         self.ids = torch.randint(0, model.config.vocab_size, (1, context + max_draft + 1), generator=g)
         self.cache = new_cache(model)
         forward_tokens(model, self.ids[:, :context], 0, self.cache, logits_to_keep=1)
 
-    def one_token(self, skip: SkipSet) -> float:
-        with skipping(self.model, skip):
+    def one_token(self, skip: SkipSet, draft: bool = True) -> float:
+        swap = self.weights.swapped() if draft and self.weights is not None else nullcontext()
+        with skipping(self.model, skip), swap:
             t0 = time.perf_counter()
             forward_tokens(self.model, self.ids[:, self.context: self.context + 1], self.context, self.cache,
                            logits_to_keep=1)
@@ -245,7 +252,7 @@ def _time_all(timer: _Timer, sets: list[SkipSet], max_draft: int, repeats: int, 
             times[i].append(timer.one_token(sets[i]))
         for k in rng.sample(range(max_draft + 1), max_draft + 1):
             verify_times[k].append(timer.verify(k))
-        full.extend(timer.one_token(SkipSet()) for _ in range(2))
+        full.extend(timer.one_token(SkipSet(), draft=False) for _ in range(2))
     return ([1e3 * min(times[i]) for i in range(len(sets))], [1e3 * min(verify_times[k]) for k in verify_times],
             1e3 * min(full))
 
@@ -269,11 +276,13 @@ def _fit_quality(X: list[list[float]], y: list[float], coef: list[float]) -> dic
 @torch.inference_mode()
 def measure_cost_model(model, *, context: int = 128, n_sets: int | None = None, repeats: int = 7, warmup: int = 3,
                        max_draft: int = MAX_DRAFT, seed: int = 0, model_name: str = "",
-                       pooling: str = "partial") -> CostModel:
+                       pooling: str = "partial", draft_weights: str | None = None) -> CostModel:
     """Time this machine's forwards of ``model`` and fit a :class:`CostModel` (see the module docstring).
 
     ``n_sets`` random skip sets (default 4L + 8) for the regression, ``repeats`` timings of each (minimum
     kept), verify forwards of 1..max_draft+1 tokens. Takes a few seconds for the lab's models.
+    ``draft_weights="int8"``: the skip sets' forwards read int8 draft weights (the draft's cost), while
+    ``full_step_ms`` and ``verify_ms`` stay the model's own (the target's cost), so c = draft_ms / full_step_ms.
     """
     _check_pooling(pooling)                                         # before any timing
     if repeats < 1 or warmup < 0 or context < 1 or max_draft < 1:
@@ -282,7 +291,7 @@ def measure_cost_model(model, *, context: int = 128, n_sets: int | None = None, 
     limit = getattr(model.config, "max_position_embeddings", None)
     context = min(context, limit - max_draft - 2) if limit is not None else context
     t_start = time.perf_counter()
-    timer = _Timer(model, context, max_draft, seed)
+    timer = _Timer(model, context, max_draft, seed, draft_weights)
     for _ in range(warmup):
         timer.one_token(SkipSet()), timer.one_token(SkipSet.all(L)), timer.verify(max_draft)
     rng = random.Random(seed)
@@ -290,8 +299,10 @@ def measure_cost_model(model, *, context: int = 128, n_sets: int | None = None, 
     y, raw_verify, full_ms = _time_all(timer, sets, max_draft, repeats, rng)
     X = [_design_row(skip, L) for skip in sets]
     coef, pooling_info = fit_block_costs(X, y, L, pooling)
-    # scale so that drafting with nothing skipped costs exactly the directly timed full step
-    scale = full_ms / sum(coef) if sum(coef) > 0 else 1.0
+    # scale so that drafting with nothing skipped costs exactly what it was timed at (sets[0] skips nothing;
+    # with the model's own weights that is the directly timed full step)
+    reference = full_ms if draft_weights is None else y[0]
+    scale = reference / sum(coef) if sum(coef) > 0 else 1.0
     scaled = [scale * c for c in coef]
     return CostModel(
         n_layers=L, fixed_ms=scaled[0], attention_ms=scaled[1: L + 1], mlp_ms=scaled[L + 1: 2 * L + 1],
@@ -300,7 +311,7 @@ def measure_cost_model(model, *, context: int = 128, n_sets: int | None = None, 
         method="regression over random skip sets (NNLS, costs partially pooled across layers)",
         fit={"n_sets": len(sets), "repeats": repeats, **_fit_quality(X, y, coef), "scale": scale, **pooling_info,
              "verify_raw_ms": raw_verify, "seconds": time.perf_counter() - t_start},
-        machine=machine_info(), measured_at=time.strftime("%Y-%m-%dT%H:%M:%S"),
+        machine=machine_info(), measured_at=time.strftime("%Y-%m-%dT%H:%M:%S"), draft_weights=draft_weights,
     )
 
 

@@ -4,7 +4,9 @@
 
 Axes: the skip ratio (one skip set per 0.125-wide ratio bucket: the searched best there,
 :func:`labkit.artifacts.results.skip_sets_by_bucket`), the draft-exit threshold (static, or the *initial*
-threshold of :class:`~labkit.core.policies.AdaptiveThreshold`), the maximum draft length γ, and the policy.
+threshold of :class:`~labkit.core.policies.AdaptiveThreshold`), the maximum draft length γ, the policy, and
+the draft weights: "fp32" (the model's own) or "int8" (the self-draft reads int8 copies of the linear weights,
+``speculative_generate(..., draft_weights="int8")``; verification keeps the model's own, so the output is the same).
 Each cell holds, over a few benchmark prompts (greedy, a fixed number of new tokens, EOS ignored; notation:
 docs/notation.md): accepted / drafted, tokens per step, d = drafted per step, ms per token, and the speedup
 against the plain-loop runs just before and after the cell's chunk of ``plain_every`` runs (the same two plain
@@ -12,8 +14,9 @@ runs serve the whole chunk), as the median over ``repeats`` repetitions with the
 needs before ranking two cells); c and c_v (draft ms per drafted token and verify ms per step,
 relative to the plain loop's ms per token) from the decoder's own phase timings, and the analytic limit
 (A + 1)/(d·c + c_v); the same limit from forward passes only (``*_forward``, from a
-:class:`~labkit.measure.costmodel.CostModel` measured at the start). The file also records the machine, the
-date, the command and the prompts.
+:class:`~labkit.measure.costmodel.CostModel` measured at the start: ``cost_model`` for the fp32 cells,
+``cost_model_int8``, whose draft costs were timed with int8 weights, for the int8 ones). The file also records
+the machine, the date, the command and the prompts.
 """
 from __future__ import annotations
 
@@ -45,43 +48,67 @@ from .costmodel import CostModel, measure_cost_model
 from .machine import machine_info
 
 __all__ = [
-    "DEFAULT_THRESHOLDS", "DEFAULT_MAX_DRAFTS", "POLICIES", "PAPER", "GridConfig", "Setting", "PlaygroundGrid",
-    "make_policy", "compute_grid", "save_grid", "load_grid", "grid_path", "regenerate_command", "measure_live", "main",
+    "DEFAULT_THRESHOLDS", "DEFAULT_MAX_DRAFTS", "POLICIES", "DRAFT_WEIGHTS", "PAPER", "GridConfig", "Setting",
+    "PlaygroundGrid", "make_policy", "draft_weights_arg", "compute_grid", "save_grid", "load_grid", "grid_path", "regenerate_command", "measure_live", "main",
 ]
 
-FORMAT = "labkit.playground/2"      # 2: repetitions; each chunk of cells timed against the plain runs around it
-DEFAULT_THRESHOLDS = (0.0, 0.2, 0.4, 0.6, 0.8, 0.9)
+FORMAT = "labkit.playground/3"      # 3: the draft-weights axis and its cost model; 2: repetitions, chunked baselines
+OLDER_FORMAT = "labkit.playground/2"     # still read: every cell is an fp32 one
+DEFAULT_THRESHOLDS = (0.0, 0.2, 0.4, 0.6, 0.8)
 DEFAULT_MAX_DRAFTS = (4, 8, 12)
 POLICIES = ("static", "adaptive")
+DRAFT_WEIGHTS = ("fp32", "int8")    # the weights a self-draft reads: the model's own, or int8 copies
 PAPER = {"ratio": 0.5, "policy": "adaptive", "threshold": 0.6, "max_draft": 12}   # Draft & Verify's setting
+
+
+def draft_weights_arg(weights: str) -> str | None:
+    """What ``speculative_generate(draft_weights=...)`` takes for a grid's weights name: "fp32" (the model's own
+    weights) is None, "int8" is "int8"."""
+    if weights not in DRAFT_WEIGHTS:
+        raise ValueError(f"draft weights must be one of {DRAFT_WEIGHTS}, got {weights!r}")
+    return None if weights == "fp32" else weights
 
 
 @dataclass(frozen=True)
 class Setting:
-    """One point of the grid: which skip set (by its ratio), threshold, maximum draft, policy."""
+    """One point of the grid: which skip set (by its ratio), threshold, maximum draft, policy, draft weights."""
 
     ratio: float
     threshold: float
     max_draft: int
     policy: str = "static"
+    draft_weights: str = "fp32"
 
     def __post_init__(self) -> None:
         if self.policy not in POLICIES:
             raise ValueError(f"policy must be one of {POLICIES}, got {self.policy!r}")
+        draft_weights_arg(self.draft_weights)
 
     def describe(self) -> str:
         kind = "threshold" if self.policy == "static" else "initial threshold"
         return (f"skip ratio {self.ratio:.3f}, {self.policy} policy, {kind} {self.threshold:g}, "
-                f"max draft {self.max_draft}")
+                f"max draft {self.max_draft}, {self.draft_weights} draft weights")
 
 
 @dataclass
 class GridConfig:
-    """What :func:`compute_grid` measures (defaults sized for ≤ 10 min on 2 CPU cores)."""
+    """What :func:`compute_grid` measures; the defaults are sized for one model in ≤ about 17 min on 2 CPU cores.
+
+    Why these defaults: the grid's time is its runs, about 0.23 s each for ``default`` at 48 tokens on the lab's
+    2-core VM (format 2: 8 skip sets x 36 settings x 2 prompts x 3 repetitions = 1,728 speculative runs and 624
+    plain ones in 535 s). The draft-weights axis doubles the settings; with six thresholds that would be 72
+    settings, 3,456 + 1,200 runs, about 1,060 s (18 min). Five thresholds give 60 settings, 2,880 + 1,008 runs:
+    about 880 s (15 min) for ``default`` and 900 s for ``plain`` (7 skip sets, slower runs); int8 runs cost no more
+    than fp32 ones, and the second cost model adds seconds. The threshold left out is 0.9: in both format-2 grids
+    its median speedup over the cells was within 1 % of 0.8's, so it showed little the slider does not show at
+    0.8. The repetitions, prompts and tokens stay as they were: they set the noise every comparison in notebook 04
+    is held against.
+    """
 
     thresholds: tuple[float, ...] = DEFAULT_THRESHOLDS
     max_drafts: tuple[int, ...] = DEFAULT_MAX_DRAFTS
     policies: tuple[str, ...] = POLICIES
+    draft_weights: tuple[str, ...] = DRAFT_WEIGHTS   # "fp32": the model's own weights; "int8": int8 draft copies
     n_prompts: int = 2
     max_new_tokens: int = 48
     repeats: int = 3                    # every cell runs this many times: its speedup's min-max is the noise
@@ -97,16 +124,22 @@ class GridConfig:
         self.thresholds = tuple(float(t) for t in self.thresholds)
         self.max_drafts = tuple(int(k) for k in self.max_drafts)
         self.policies = tuple(self.policies)
+        self.draft_weights = tuple(self.draft_weights)
         for t in self.thresholds:
             if not 0.0 <= t <= 1.0:
                 raise ValueError(f"thresholds must lie in [0, 1], got {t}")
         if any(k < 1 for k in self.max_drafts):
             raise ValueError(f"max_drafts must be >= 1, got {self.max_drafts}")
-        if not self.thresholds or not self.max_drafts or not self.policies:
-            raise ValueError("thresholds, max_drafts and policies must not be empty")
+        if not self.thresholds or not self.max_drafts or not self.policies or not self.draft_weights:
+            raise ValueError("thresholds, max_drafts, policies and draft_weights must not be empty")
         for p in self.policies:
             if p not in POLICIES:
                 raise ValueError(f"policies must be among {POLICIES}, got {p!r}")
+        for w in self.draft_weights:
+            if w not in DRAFT_WEIGHTS:
+                raise ValueError(f"draft_weights must be among {DRAFT_WEIGHTS}, got {w!r}")
+        if len(set(self.draft_weights)) != len(self.draft_weights):
+            raise ValueError(f"draft_weights lists a value twice: {self.draft_weights}")
         if self.n_prompts < 1 or self.max_new_tokens < 2 or self.plain_every < 1 or self.repeats < 1:
             raise ValueError("n_prompts, plain_every and repeats must be >= 1, max_new_tokens >= 2")
 
@@ -205,7 +238,8 @@ def _median(values) -> float:
 
 def _cell_row(setting: Setting, rounds: Sequence[_CellStats], c_forward: float | None, cost_model) -> dict:
     """A cell over its repetitions: token statistics (identical in every repetition), the median timing
-    and the speedup's min-max over repetitions, each repetition against the plain runs around its chunk."""
+    and the speedup's min-max over repetitions, each repetition against the plain runs around its chunk.
+    ``cost_model`` (and ``c_forward`` from it) must be the one measured with the setting's draft weights."""
     nan = float("nan")
     st = rounds[0]
     timings = [_timing(r) for r in rounds]
@@ -218,7 +252,7 @@ def _cell_row(setting: Setting, rounds: Sequence[_CellStats], c_forward: float |
         analytic_forward = trace_speedup(A, d, c_forward, c_v_forward)
     return {
         "ratio": setting.ratio, "threshold": setting.threshold, "max_draft": setting.max_draft,
-        "policy": setting.policy,
+        "policy": setting.policy, "draft_weights": setting.draft_weights,
         "acceptance_rate": st.accepted / st.drafted if st.drafted else nan,
         "tokens_per_step": st.emitted / st.steps if st.steps else nan,
         "drafted_per_step": d, "accepted_per_step": A,
@@ -276,23 +310,24 @@ def _grid_prompts(model, model_name, tokenizer, cfg: GridConfig, prompt_texts) -
 
 
 class _GridRunner:
-    """Runs the cells of one skip set (a block), interleaved with plain-loop runs (see :func:`compute_grid`)."""
+    """Runs the cells of one skip set (a block), interleaved with plain-loop runs (see :func:`compute_grid`).
+    ``settings``: (threshold, max draft, policy, draft weights) tuples; ``cost_models``: by draft weights."""
 
-    def __init__(self, model, cfg: GridConfig, settings: list[tuple], cost_model, bar):
-        self.model, self.cfg, self.settings, self.cost_model, self.bar = model, cfg, settings, cost_model, bar
+    def __init__(self, model, cfg: GridConfig, settings: list[tuple], cost_models: dict, bar):
+        self.model, self.cfg, self.settings, self.cost_models, self.bar = model, cfg, settings, cost_models, bar
         self.rng = random.Random(cfg.seed)
 
-    def spec(self, ids, skip, policy, n=None):
+    def spec(self, ids, skip, policy, weights: str = "fp32", n=None):
         return speculative_generate(self.model, ids, skip=skip, policy=policy, max_new_tokens=n or self.cfg.max_new_tokens,
-                                    eos_token_id=[])
+                                    eos_token_id=[], draft_weights=draft_weights_arg(weights))
 
     def plain(self, ids, n=None):
         return autoregressive_generate(self.model, ids, n or self.cfg.max_new_tokens, eos_token_id=[])
 
     def one_prompt(self, ids, skip, policies: dict, stats: dict) -> list[float]:
-        """The cells in a shuffled order, in chunks of ``plain_every`` with a plain run before and after each
-        chunk; a chunk's runs are timed against the mean of those two plain runs (the load a few seconds
-        apart is alike, the load minutes apart is not). Returns the plain runs' ms per token."""
+        """The cells in a shuffled order (fp32 and int8 ones mixed), in chunks of ``plain_every`` with a plain run
+        before and after each chunk; a chunk's runs are timed against the mean of those two plain runs (the load a
+        few seconds apart is alike, the load minutes apart is not). Returns the plain runs' ms per token."""
         order = list(self.settings)
         self.rng.shuffle(order)
         previous = self.plain(ids)
@@ -300,12 +335,12 @@ class _GridRunner:
         for i in range(0, len(order), self.cfg.plain_every):
             results = []
             for s in order[i: i + self.cfg.plain_every]:
-                results.append((s, self.spec(ids, skip, policies[s])))
+                results.append((s, self.spec(ids, skip, policies[s], s[3])))
                 self.bar.update()
             following = self.plain(ids)
             local = 0.5 * (previous.ms_per_token + following.ms_per_token)
             for s, result in results:
-                stats[s].add(result, previous.sequences, self.cost_model, plain_ms=local)
+                stats[s].add(result, previous.sequences, self.cost_models.get(s[3]), plain_ms=local)
             plain_ms.append(following.ms_per_token)
             previous = following
         return plain_ms
@@ -314,7 +349,7 @@ class _GridRunner:
         """The cells of one skip set (rows) and its ratio-axis entry. Each repetition runs every cell once
         per prompt with a fresh policy (an adaptive one carries its state from prompt to prompt)."""
         skip = SkipSet.from_dict(entry["skip"])
-        c_forward = self.cost_model.draft_cost_ratio(skip) if self.cost_model is not None else None
+        c_forward = {w: cm.draft_cost_ratio(skip) for w, cm in self.cost_models.items()}
         rounds = {s: [] for s in self.settings}
         plain_ms: list[list[float]] = [[] for _ in prompt_ids]
         for _ in range(self.cfg.repeats):
@@ -325,22 +360,25 @@ class _GridRunner:
             for s in self.settings:
                 rounds[s].append(stats[s])
         baseline = [statistics.median(runs) for runs in plain_ms]
-        cells = [_cell_row(Setting(entry["ratio"], t, k, p), rounds[(t, k, p)], c_forward, self.cost_model)
-                 for (t, k, p) in self.settings]
+        cells = [_cell_row(Setting(entry["ratio"], *s), rounds[s], c_forward.get(s[3]), self.cost_models.get(s[3]))
+                 for s in self.settings]
         every = [m for runs in plain_ms for m in runs]
         ratio_row = {**entry, "plain_ms_per_token": statistics.fmean(baseline), "plain_ms_per_token_by_prompt": baseline,
                      "plain_ms_min": min(every), "plain_ms_max": max(every), "plain_runs": len(every),
-                     "c_forward": c_forward}
+                     "c_forward": c_forward.get("fp32"), "c_forward_int8": c_forward.get("int8")}
         return cells, ratio_row
 
 
-def _grid_cost_model(model, model_name, cfg: GridConfig, prompt_info: list[dict]):
+def _grid_cost_models(model, model_name, cfg: GridConfig, prompt_info: list[dict]) -> dict[str, CostModel]:
+    """One cost model per draft weights of the grid (none with ``cost_model_repeats`` 0): the int8 one times its
+    drafts with int8 weights, its full step and verifies with the model's own, as an int8 cell runs them."""
     if cfg.cost_model_repeats <= 0:
-        return None
+        return {}
     context = int(statistics.fmean(p["n_tokens"] for p in prompt_info) + cfg.max_new_tokens // 2)
-    return measure_cost_model(model, context=context, repeats=cfg.cost_model_repeats,
-                              max_draft=max(max(cfg.max_drafts), 1), n_sets=cfg.cost_model_sets,
-                              model_name=str(model_name))
+    return {w: measure_cost_model(model, context=context, repeats=cfg.cost_model_repeats,
+                                  max_draft=max(max(cfg.max_drafts), 1), n_sets=cfg.cost_model_sets,
+                                  model_name=str(model_name), draft_weights=draft_weights_arg(w))
+            for w in cfg.draft_weights}
 
 
 def compute_grid(model, tokenizer, *, model_name: str, config: GridConfig | None = None,
@@ -354,32 +392,35 @@ def compute_grid(model, tokenizer, *, model_name: str, config: GridConfig | None
     set, ``repeats`` times, and prompt by prompt, the cells run in a shuffled order, in chunks of ``plain_every``
     with a plain-loop run before and after each chunk; a chunk's runs are compared with the mean of those two
     plain runs (on a shared machine the load changes over minutes, so only runs seconds apart see the same
-    load). Each cell's speedup is the median over repetitions, with their min-max as its noise.
+    load). Each cell's speedup is the median over repetitions, with their min-max as its noise. The draft
+    weights are one more axis of the settings, so fp32 and int8 cells of a skip set share its plain runs.
     """
     cfg = config or GridConfig()
     t_start = time.perf_counter()
     entries, source = _grid_entries(model_name, int(model.config.num_hidden_layers), cfg, skip_sets, search_dir)
     prompt_info, prompt_ids = _grid_prompts(model, model_name, tokenizer, cfg, prompt_texts)
-    cost_model = _grid_cost_model(model, model_name, cfg, prompt_info)
-    settings = [(t, k, p) for p in cfg.policies for k in cfg.max_drafts for t in cfg.thresholds]
+    cost_models = _grid_cost_models(model, model_name, cfg, prompt_info)
+    settings = [(t, k, p, w) for w in cfg.draft_weights for p in cfg.policies for k in cfg.max_drafts
+                for t in cfg.thresholds]
     bar = tqdm(total=len(entries) * cfg.repeats * len(prompt_ids) * len(settings), desc=f"playground grid ({model_name})",
                unit="run", disable=not progress, dynamic_ncols=True)
-    runner = _GridRunner(model, cfg, settings, cost_model, bar)
+    runner = _GridRunner(model, cfg, settings, cost_models, bar)
     runner.plain(prompt_ids[0], min(16, cfg.max_new_tokens))                   # warm-up, not timed
-    for p in cfg.policies:
-        runner.spec(prompt_ids[0], SkipSet.from_dict(entries[len(entries) // 2]["skip"]), make_policy(p, 0.6, 4),
-                    min(16, cfg.max_new_tokens))
+    for p in cfg.policies:                            # (the first int8 run also builds the int8 copies)
+        for w in cfg.draft_weights:
+            runner.spec(prompt_ids[0], SkipSet.from_dict(entries[len(entries) // 2]["skip"]), make_policy(p, 0.6, 4),
+                        w, min(16, cfg.max_new_tokens))
     cells, ratio_rows = [], []
     for entry in entries:
         rows, ratio_row = runner.skip_set(entry, prompt_ids)
         cells += rows
         ratio_rows.append(ratio_row)
     bar.close()
-    return _grid_payload(model, model_name, cfg, source, prompt_info, ratio_rows, cells, cost_model, command,
+    return _grid_payload(model, model_name, cfg, source, prompt_info, ratio_rows, cells, cost_models, command,
                          time.perf_counter() - t_start)
 
 
-def _grid_payload(model, model_name, cfg, source, prompt_info, ratio_rows, cells, cost_model, command,
+def _grid_payload(model, model_name, cfg, source, prompt_info, ratio_rows, cells, cost_models: dict, command,
                   seconds: float) -> dict:
     adaptive = make_policy("adaptive", 0.6, 12)
     return {
@@ -392,7 +433,8 @@ def _grid_payload(model, model_name, cfg, source, prompt_info, ratio_rows, cells
         "prompts": prompt_info,
         "noise": _noise_summary(ratio_rows, cells),
         "ratios": [{k: _rounded(v) for k, v in r.items()} for r in ratio_rows],
-        "cost_model": cost_model.to_dict() if cost_model is not None else None,
+        "cost_model": cost_models["fp32"].to_dict() if "fp32" in cost_models else None,
+        "cost_model_int8": cost_models["int8"].to_dict() if "int8" in cost_models else None,
         "columns": list(cells[0]),
         "cells": [{k: _rounded(v) for k, v in c.items()} for c in cells],
     }
@@ -418,19 +460,20 @@ def save_grid(grid: dict, path) -> Path:
 def load_grid(model: str = "default", playground_dir=None, *, path=None) -> "PlaygroundGrid":
     """Read the precomputed grid of ``model`` (``data/playground/<model>.json``).
 
-    A missing file raises ``FileNotFoundError`` naming the command that regenerates it.
+    A missing file raises ``FileNotFoundError`` naming the command that regenerates it. A format-2 file (before
+    the draft-weights axis) is read with every cell an fp32 one and no int8 cost model.
     """
     path = Path(path) if path is not None else grid_path(model, playground_dir)
     if not path.exists():
         raise FileNotFoundError(
             f"no playground grid for model {str(model)!r} at {path}; regenerate it with "
-            f"`{regenerate_command(model)}` (about 5-10 minutes on 2 CPU cores; needs the model in data/models "
+            f"`{regenerate_command(model)}` (about 15 minutes on 2 CPU cores; needs the model in data/models "
             f"and its search results in data/search)")
     data = json.loads(path.read_text())
     if data.get("format") == "labkit.playground/1":
         raise ValueError(f"{path} was written by an older labkit (format 1: one run per cell, no noise "
                          f"estimate); regenerate it with `{regenerate_command(model)}`")
-    if data.get("format") != FORMAT:
+    if data.get("format") not in (FORMAT, OLDER_FORMAT):
         raise ValueError(f"{path} is not a playground grid (format {data.get('format')!r}, expected {FORMAT!r}); "
                          f"regenerate it with `{regenerate_command(model)}`")
     return PlaygroundGrid(data, name=str(model), path=path)
@@ -440,8 +483,21 @@ def _nan(v) -> float:
     return float("nan") if v is None else float(v)
 
 
+def _with_draft_weights(data: dict) -> dict:
+    """``data`` with every cell naming its draft weights: a format-2 grid's cells (which have none) are fp32 ones."""
+    if all("draft_weights" in c for c in data["cells"]):
+        return data
+    return {**data, "cells": [{**c, "draft_weights": c.get("draft_weights", "fp32")} for c in data["cells"]]}
+
+
+def _key(cell: dict) -> tuple:
+    return (float(cell["ratio"]), float(cell["threshold"]), int(cell["max_draft"]), cell["policy"],
+            cell["draft_weights"])
+
+
 class PlaygroundGrid:
-    """A loaded grid with O(1) look-ups by :class:`Setting`."""
+    """A loaded grid with O(1) look-ups by :class:`Setting` (axes: ratio, threshold, max draft, policy, draft
+    weights; a format-2 grid has fp32 weights only)."""
 
     METRICS = ("acceptance_rate", "tokens_per_step", "drafted_per_step", "speedup", "speedup_min", "speedup_max",
                "analytic_speedup", "c",
@@ -449,29 +505,35 @@ class PlaygroundGrid:
                "mean_threshold", "final_threshold")
 
     def __init__(self, data: dict, name: str | None = None, path=None):
+        data = _with_draft_weights(data)
         self.data, self.path = data, path
         self.name = name or data["model"]
         self.ratios = sorted({float(r["ratio"]) for r in data["ratios"]})
         self.thresholds = sorted({float(c["threshold"]) for c in data["cells"]})
         self.max_drafts = sorted({int(c["max_draft"]) for c in data["cells"]})
         self.policies = [p for p in POLICIES if any(c["policy"] == p for c in data["cells"])]
+        self.draft_weights = [w for w in DRAFT_WEIGHTS if any(c["draft_weights"] == w for c in data["cells"])]
         self._ratio_entries = {float(r["ratio"]): r for r in data["ratios"]}
-        self._cells = {(float(c["ratio"]), float(c["threshold"]), int(c["max_draft"]), c["policy"]): c
-                       for c in data["cells"]}
-        # dense arrays [ratio, threshold, max_draft, policy] per metric: slices are cheap
-        shape = (len(self.ratios), len(self.thresholds), len(self.max_drafts), len(self.policies))
-        self._arrays = {m: np.full(shape, np.nan) for m in self.METRICS}
-        ri = {r: i for i, r in enumerate(self.ratios)}
-        ti = {t: i for i, t in enumerate(self.thresholds)}
-        ki = {k: i for i, k in enumerate(self.max_drafts)}
-        pi = {p: i for i, p in enumerate(self.policies)}
-        for (r, t, k, p), c in self._cells.items():
+        self._cells = {_key(c): c for c in data["cells"]}
+        self._fill_arrays()
+        # forward-pass costs: the int8 cells' cost model timed their drafts with int8 weights
+        self.cost_models = {w: CostModel.from_dict(data[key]) for w, key in
+                            (("fp32", "cost_model"), ("int8", "cost_model_int8")) if data.get(key)}
+        self.cost_model = self.cost_models.get("fp32")
+
+    def _fill_arrays(self) -> None:
+        """Dense arrays [ratio, threshold, max draft, policy, draft weights] per metric: slices are cheap."""
+        axes = (self.ratios, self.thresholds, self.max_drafts, self.policies, self.draft_weights)
+        self._index = tuple({v: i for i, v in enumerate(axis)} for axis in axes)
+        self._arrays = {m: np.full(tuple(len(a) for a in axes), np.nan) for m in self.METRICS}
+        for key, c in self._cells.items():
+            at = tuple(index[v] for index, v in zip(self._index, key))
             for m in self.METRICS:
-                self._arrays[m][ri[r], ti[t], ki[k], pi[p]] = _nan(c.get(m))
-        self._index = (ri, ti, ki, pi)
-        self.cost_model = None
-        if data.get("cost_model"):
-            self.cost_model = CostModel.from_dict(data["cost_model"])
+                self._arrays[m][at] = _nan(c.get(m))
+
+    def cost_model_for(self, draft_weights: str = "fp32") -> CostModel | None:
+        """The cost model measured with these draft weights (None: not in the file)."""
+        return self.cost_models.get(draft_weights)
 
     # -- look-ups ---------------------------------------------------------------------------
     def __len__(self) -> int:
@@ -481,19 +543,23 @@ class PlaygroundGrid:
     def prompt_texts(self) -> list[str]:
         return [p["text"] for p in self.data["prompts"]]
 
-    def nearest(self, ratio=None, threshold=None, max_draft=None, policy=None) -> Setting:
-        """The grid setting nearest to the given values (None: the paper's value, or the grid's first)."""
+    def nearest(self, ratio=None, threshold=None, max_draft=None, policy=None, draft_weights=None) -> Setting:
+        """The grid setting nearest to the given values (None, or a policy / weights the grid lacks: the paper's
+        value, fp32 weights, or the grid's first)."""
         def near(values, target):
             return min(values, key=lambda v: (abs(v - target), v))
+
+        def known(value, values, default):
+            return value if value in values else (default if default in values else values[0])
         return Setting(
             near(self.ratios, PAPER["ratio"] if ratio is None else ratio),
             near(self.thresholds, PAPER["threshold"] if threshold is None else threshold),
             near(self.max_drafts, PAPER["max_draft"] if max_draft is None else max_draft),
-            (policy if policy in self.policies else
-             (PAPER["policy"] if PAPER["policy"] in self.policies else self.policies[0])))
+            known(policy, self.policies, PAPER["policy"]), known(draft_weights, self.draft_weights, "fp32"))
 
     def cell(self, setting: Setting) -> dict:
-        key = (float(setting.ratio), float(setting.threshold), int(setting.max_draft), setting.policy)
+        key = (float(setting.ratio), float(setting.threshold), int(setting.max_draft), setting.policy,
+               setting.draft_weights)
         if key not in self._cells:
             raise KeyError(f"the grid of {self.name!r} has no cell {setting.describe()}")
         return self._cells[key]
@@ -504,32 +570,40 @@ class PlaygroundGrid:
     def skip_set(self, ratio: float) -> SkipSet:
         return SkipSet.from_dict(self.ratio_entry(ratio)["skip"])
 
-    def values(self, metric: str) -> np.ndarray:
-        """Every cell's ``metric`` as an array [ratio, threshold, max draft, policy] (NaN where not measured)."""
-        return self._arrays[metric]
+    def values(self, metric: str, draft_weights: str | None = None) -> np.ndarray:
+        """Every cell's ``metric`` as an array [ratio, threshold, max draft, policy, draft weights] (NaN where not
+        measured); with ``draft_weights``, only those weights' cells [ratio, threshold, max draft, policy]."""
+        if draft_weights is None:
+            return self._arrays[metric]
+        return self._arrays[metric][..., self._index[4][draft_weights]]
 
     def vs_ratio(self, metric: str, setting: Setting) -> np.ndarray:
-        _, ti, ki, pi = self._index
-        return self._arrays[metric][:, ti[setting.threshold], ki[setting.max_draft], pi[setting.policy]]
+        _, ti, ki, pi, wi = self._index
+        return self._arrays[metric][:, ti[setting.threshold], ki[setting.max_draft], pi[setting.policy],
+                                    wi[setting.draft_weights]]
 
     def vs_threshold(self, metric: str, setting: Setting) -> np.ndarray:
-        ri, _, ki, pi = self._index
-        return self._arrays[metric][ri[setting.ratio], :, ki[setting.max_draft], pi[setting.policy]]
+        ri, _, ki, pi, wi = self._index
+        return self._arrays[metric][ri[setting.ratio], :, ki[setting.max_draft], pi[setting.policy],
+                                    wi[setting.draft_weights]]
 
-    def best(self) -> tuple[Setting, dict]:
-        """The cell with the highest measured speedup (median over repetitions)."""
-        key, cell = max(self._cells.items(), key=lambda kv: -math.inf if kv[1].get("speedup") is None
-                        else kv[1]["speedup"])
+    def best(self, draft_weights: str | None = None) -> tuple[Setting, dict]:
+        """The cell with the highest measured speedup (median over repetitions), among the cells with
+        ``draft_weights`` if given."""
+        cells = [(k, c) for k, c in self._cells.items() if draft_weights in (None, k[4])]
+        if not cells:
+            raise KeyError(f"the grid of {self.name!r} has no cell with {draft_weights} draft weights")
+        key, cell = max(cells, key=lambda kv: -math.inf if kv[1].get("speedup") is None else kv[1]["speedup"])
         return Setting(*key), cell
 
-    def within_noise(self, setting: Setting) -> list[Setting]:
-        """The other cells that the noise cannot tell apart from ``setting``: their min-max speedup range
-        over repetitions overlaps its range."""
+    def within_noise(self, setting: Setting, *, any_weights: bool = False) -> list[Setting]:
+        """The other cells with the same draft weights (any weights: ``any_weights``) that the noise cannot tell
+        apart from ``setting``: their min-max speedup range over repetitions overlaps its range."""
         cell = self.cell(setting)
         lo, hi = _nan(cell.get("speedup_min")), _nan(cell.get("speedup_max"))
         return [Setting(*key) for key, c in self._cells.items()
-                if Setting(*key) != setting and c.get("speedup_max") is not None
-                and c["speedup_max"] >= lo and c["speedup_min"] <= hi]
+                if Setting(*key) != setting and (any_weights or key[4] == setting.draft_weights)
+                and c.get("speedup_max") is not None and c["speedup_max"] >= lo and c["speedup_min"] <= hi]
 
     def to_frame(self):
         import pandas as pd
@@ -541,16 +615,18 @@ class PlaygroundGrid:
                      "analytic_speedup_forward")
 
     def ratio_frame(self, setting: Setting):
-        """One row per skip set: the cells at ``setting``'s policy, threshold and max draft, by skip ratio."""
+        """One row per skip set: the cells at ``setting``'s policy, threshold, max draft and draft weights, by
+        skip ratio."""
         frame = self.to_frame()
         rows = frame[(frame.policy == setting.policy) & (frame.threshold == setting.threshold)
-                     & (frame.max_draft == setting.max_draft)]
+                     & (frame.max_draft == setting.max_draft) & (frame.draft_weights == setting.draft_weights)]
         return rows[list(self.RATIO_COLUMNS)].sort_values("ratio").reset_index(drop=True)
 
     def describe(self) -> str:
         d, noise = self.data, self.data["noise"]
         return (f"grid of {self.name!r}: {len(self.ratios)} skip ratios x {len(self.thresholds)} thresholds x "
-                f"{len(self.max_drafts)} max drafts x {len(self.policies)} policies = {len(self)} cells; "
+                f"{len(self.max_drafts)} max drafts x {len(self.policies)} policies x {len(self.draft_weights)} "
+                f"draft weights ({', '.join(self.draft_weights)}) = {len(self)} cells; "
                 f"{d['settings']['n_prompts']} prompts x {d['settings']['max_new_tokens']} tokens x "
                 f"{d['settings']['repeats']} repetitions; measured {d['created_at']} on "
                 f"{d['machine'].get('processor', '?')} ({d['machine'].get('torch_threads')} thread(s)) in "
@@ -562,25 +638,29 @@ class PlaygroundGrid:
 
 def measure_live(model, tokenizer, skip: SkipSet, setting: Setting, prompt_texts: Sequence[str], *,
                  max_new_tokens: int = 48, cost_model=None) -> dict:
-    """Re-measure one setting on this machine: for each prompt the plain loop, the speculative run,
-    the plain loop again (interleaved, after one untimed warm-up of each); greedy, EOS ignored.
+    """Re-measure one setting on this machine: for each prompt the plain loop, the speculative run (with the
+    setting's draft weights), the plain loop again (interleaved, after one untimed warm-up of each); greedy,
+    EOS ignored. ``cost_model``: the one measured with the setting's draft weights
+    (:meth:`PlaygroundGrid.cost_model_for`), or None.
 
     The speedup uses the mean of the two plain runs of each prompt; ``speedup_min`` / ``speedup_max`` use
     the faster and the slower of them: how much the answer moves with the plain loop's own noise."""
     t0 = time.perf_counter()
     ids_list = [tokenizer(t, return_tensors="pt", add_special_tokens=False)["input_ids"] for t in prompt_texts]
-    policy = make_policy(setting.policy, setting.threshold, setting.max_draft)
+    weights = draft_weights_arg(setting.draft_weights)
+
+    def spec(ids, n, policy):
+        return speculative_generate(model, ids, skip=skip, policy=policy, max_new_tokens=n, eos_token_id=[],
+                                    draft_weights=weights)
     warm = min(8, max_new_tokens)
     autoregressive_generate(model, ids_list[0], warm, eos_token_id=[])
-    speculative_generate(model, ids_list[0], skip=skip, policy=make_policy(setting.policy, setting.threshold,
-                                                                           setting.max_draft),
-                         max_new_tokens=warm, eos_token_id=[])
+    spec(ids_list[0], warm, make_policy(setting.policy, setting.threshold, setting.max_draft))
+    policy = make_policy(setting.policy, setting.threshold, setting.max_draft)   # one policy over the prompts
     st = _CellStats()
     plain_pairs = []
     for ids in ids_list:
         before = autoregressive_generate(model, ids, max_new_tokens, eos_token_id=[])
-        st.add(speculative_generate(model, ids, skip=skip, policy=policy, max_new_tokens=max_new_tokens,
-                                    eos_token_id=[]), before.sequences, cost_model, plain_ms=before.ms_per_token)
+        st.add(spec(ids, max_new_tokens, policy), before.sequences, cost_model, plain_ms=before.ms_per_token)
         after = autoregressive_generate(model, ids, max_new_tokens, eos_token_id=[])
         plain_pairs.append((before.ms_per_token, after.ms_per_token))
     c_forward = cost_model.draft_cost_ratio(skip) if cost_model is not None else None
@@ -605,6 +685,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--thresholds", type=float, nargs="+", default=list(DEFAULT_THRESHOLDS))
     p.add_argument("--max-drafts", type=int, nargs="+", default=list(DEFAULT_MAX_DRAFTS))
     p.add_argument("--policies", nargs="+", default=list(POLICIES), choices=POLICIES)
+    p.add_argument("--draft-weights", nargs="+", default=list(DRAFT_WEIGHTS), choices=DRAFT_WEIGHTS,
+                   help="the self-draft's weights: fp32 (the model's own) and/or int8 copies")
     p.add_argument("--n-prompts", type=int, default=GridConfig.n_prompts)
     p.add_argument("--max-new-tokens", type=int, default=GridConfig.max_new_tokens)
     p.add_argument("--prompt-seed", type=int, default=0)
@@ -628,23 +710,24 @@ def main(argv: Sequence[str] | None = None) -> Path:
     torch.set_num_threads(args.threads)
 
     cfg = GridConfig(thresholds=tuple(args.thresholds), max_drafts=tuple(args.max_drafts),
-                     policies=tuple(args.policies), n_prompts=args.n_prompts, max_new_tokens=args.max_new_tokens,
-                     prompt_seed=args.prompt_seed, seed=args.seed, plain_every=args.plain_every, repeats=args.repeats,
+                     policies=tuple(args.policies), draft_weights=tuple(args.draft_weights), n_prompts=args.n_prompts,
+                     max_new_tokens=args.max_new_tokens, prompt_seed=args.prompt_seed, seed=args.seed,
+                     plain_every=args.plain_every, repeats=args.repeats,
                      showcase_model=None if args.showcase_model in (None, "none") else args.showcase_model,
-                     max_ratio=args.max_ratio,
-                     cost_model_repeats=args.cost_model_repeats)
+                     max_ratio=args.max_ratio, cost_model_repeats=args.cost_model_repeats)
     model, tokenizer = load_model(args.model)
     command = "python -m labkit.playground " + " ".join(shlex.quote(a) for a in argv)
     grid = compute_grid(model, tokenizer, model_name=args.model, config=cfg, search_dir=args.search_dir,
                         command=command.strip())
     out = save_grid(grid, args.out or grid_path(args.model))
     g = PlaygroundGrid(grid, name=args.model)
-    best_setting, best = g.best()
     print(g.describe())
-    print(f"best cell: {best_setting.describe()}: speedup {best['speedup']:.2f}x "
-          f"(min-max {best['speedup_min']:.2f}-{best['speedup_max']:.2f}; analytic "
-          f"{best.get('analytic_speedup') or float('nan'):.2f}x); {len(g.within_noise(best_setting))} other cells "
-          f"within its noise")
+    for weights in g.draft_weights:
+        best_setting, best = g.best(weights)
+        print(f"best {weights} cell: {best_setting.describe()}: speedup {best['speedup']:.2f}x "
+              f"(min-max {best['speedup_min']:.2f}-{best['speedup_max']:.2f}; analytic "
+              f"{best.get('analytic_speedup') or float('nan'):.2f}x); {len(g.within_noise(best_setting))} other "
+              f"{weights} cells within its noise")
     print(f"saved {out} ({grid['seconds']:.0f} s)")
     return out
 

@@ -171,7 +171,8 @@ def main(argv: list[str] | None = None) -> Path:
     parser.add_argument("--random", type=int, default=100)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--prompt-source", default="stdlib",
-                        help="stdlib (default: writes the model's robustness.json), packages or a .txt/.jsonl file "
+                        help="stdlib (default: writes the model's robustness.json), packages, stdlib-long, "
+                             "packages-long or a .txt/.jsonl file "
                              "(written to results/robustness/, the model card untouched)")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)

@@ -2,6 +2,8 @@
 
     python -m labkit.search --model default --objective modelled --trials 100 --sampler gp --seed 0
     python -m labkit.search --model default --per-bucket --trials 40          # one study per ratio bucket
+    python -m labkit.search --model default --objective priced --trials 100  # the whole draft configuration
+    python -m labkit.search final --model default --objective priced         # its top 5, timed; ships the fastest
     python -m labkit.search export --model default
     python -m labkit.search compare --model default --trials 100 --seeds 0 1 2
     python -m labkit.search rank --model default --n-sets 16
@@ -21,12 +23,15 @@ import torch
 from ..artifacts.models import load_model, model_key
 from ..artifacts.paths import SEARCH_DIR
 from ..artifacts.results import BUCKET_WIDTH, ratio_buckets
+from ..core.draft_config import DraftConfig
 from ..core.skip import SkipSet
 from ..measure.costmodel import CostModel
 from .compare import check_modelled_against_measured, compare_samplers, rank_agreement
 from .export import export_results
 from .objectives import OBJECTIVES
+from .final import final_check
 from .run import run_search
+from .storage import default_study_name
 from .samplers import SAMPLERS
 from .storage import DEFAULT_STORAGE
 
@@ -34,9 +39,9 @@ from .storage import DEFAULT_STORAGE
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m labkit.search", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("action", nargs="?", default="run", choices=["run", "export", "compare", "rank", "check"],
+    p.add_argument("action", nargs="?", default="run", choices=["run", "export", "compare", "rank", "check", "final"],
                    help="run (default): search; export: write data/search/<model>/; compare: GP vs TPE vs random; "
-                        "rank: Spearman of modelled vs measured")
+                        "rank: Spearman of modelled vs measured; final: time a priced study's top configurations")
     p.add_argument("--model", default="default", help="shipped model name or model folder (default: default)")
     p.add_argument("--objective", default=None, choices=OBJECTIVES,
                    help="default: modelled (export: the only objective stored, or measured if both are)")
@@ -51,6 +56,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--tokens", type=int, default=None, help="modelled: continuation tokens scored per prompt")
     p.add_argument("--max-new-tokens", type=int, default=None, help="measured: tokens generated per prompt")
     p.add_argument("--policy", default=None, help="measured: 'adaptive' (default) or 'fixed:K'")
+    p.add_argument("--sources", nargs="+", default=None,
+                   help="priced: prompt sources whose first --prompts prompts choose (default: stdlib packages)")
+    p.add_argument("--top-k", type=int, default=5, help="final: configurations to time")
+    p.add_argument("--repeats", type=int, default=3, help="final: interleaved repetitions")
     p.add_argument("--cost-model", default=None, help="modelled: CostModel JSON to use for a new study "
                    "(default: reuse the storage's newest one for this model, else measure now)")
     p.add_argument("--no-warm-start", action="store_true")
@@ -83,6 +92,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         settings = {"n_prompts": args.prompts, "n_tokens": args.tokens, "max_new_tokens": args.max_new_tokens,
                     "policy": args.policy}
         objective = args.objective or "modelled"
+        if args.action == "final":
+            name = args.study_name or default_study_name(args.model, args.objective or "priced", None)
+            record = final_check(args.model, study_name=name, storage=args.storage, top_k=args.top_k,
+                                 repeats=args.repeats, progress=not args.no_progress)
+            print(f"{name}: trial #{record['chosen_trial']} at {record['geomean_speedup']:.2f}x the plain loop "
+                  f"(geometric mean over sources, {record['seconds']:.0f} s): {DraftConfig.from_dict(record['config'])}")
+            return 0
+        if objective == "priced":
+            settings["sources"] = args.sources
         cost_model = CostModel.load(args.cost_model) if args.cost_model else None
         if args.action == "compare":
             res = compare_samplers(args.model, objective=objective, samplers=args.samplers, seeds=args.seeds,
@@ -118,7 +136,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                              timeout=args.timeout, cost_model=cost_model, loaded=loaded, **settings)
             print(f"study {res.extra['study_name']}: {res.n_new} new trials, {res.n_complete} complete, "
                   f"{res.seconds:.1f} s; best {res.best_value:.3f} ms/token ({res.best_speedup:.2f}x vs "
-                  f"{res.baseline_ms:.3f} ms/token plain): {res.best_skip}")
+                  f"{res.baseline_ms:.3f} ms/token plain): {res.best_config or res.best_skip}")
         return 0
     except KeyboardInterrupt:
         print("\ninterrupted: completed trials are saved; run the same command again to resume", file=sys.stderr)

@@ -20,7 +20,8 @@ from ..measure.costmodel import measure_cost_model
 from .objectives import OBJECTIVES, MeasuredObjective, build_objective, objective_settings
 from .run import check_trials
 from .samplers import SAMPLERS, make_sampler, quiet_optuna
-from .space import param_names, params_from_skip, skip_from_params, stratified_sets, warm_start_sets
+from .space import (config_from_params, param_names, params_from_config, params_from_skip, skip_from_params,
+                    stratified_sets, suggest_config, warm_start_configs, warm_start_sets)
 from .storage import default_study_name, feasible_trials, open_storage
 
 __all__ = ["compare_samplers", "rank_agreement", "check_modelled_against_measured"]
@@ -35,19 +36,23 @@ def _best_so_far(values: Iterable[float]) -> list[float]:
 
 
 def _one_study(sampler: str, seed: int, objective_fn, n_layers: int, trials: int, warm_start: bool,
-               deterministic: bool, bar) -> tuple[list[float], float, dict]:
-    """One in-memory study: (best-so-far curve, seconds, best set)."""
+               deterministic: bool, bar, space: str = "mask") -> tuple[list[float], float, dict]:
+    """One in-memory study: (best-so-far curve, seconds, best set or, in the config space, configuration)."""
     study = optuna.create_study(direction="minimize", sampler=make_sampler(sampler, seed, deterministic))
     if warm_start:
-        for label, skip in warm_start_sets(n_layers).items():
-            study.enqueue_trial(params_from_skip(skip, n_layers), user_attrs={"warm_start": label})
+        starts = ({label: params_from_config(c, n_layers) for label, c in warm_start_configs(n_layers).items()}
+                  if space == "config" else
+                  {label: params_from_skip(skip, n_layers) for label, skip in warm_start_sets(n_layers).items()})
+        for label, params in starts.items():
+            study.enqueue_trial(params, user_attrs={"warm_start": label})
     t0 = time.perf_counter()
     study.optimize(objective_fn, n_trials=trials, gc_after_trial=False,
                    callbacks=[lambda _s, _t: bar.update(1)] if bar is not None else [])
     curve = _best_so_far([t.value for t in study.trials])
     if bar is not None:
         bar.set_postfix_str(f"{sampler} seed {seed}: best {curve[-1]:.3f} ms/token")
-    return curve, time.perf_counter() - t0, skip_from_params(study.best_trial.params, n_layers).to_dict()
+    best = (config_from_params if space == "config" else skip_from_params)(study.best_trial.params, n_layers)
+    return curve, time.perf_counter() - t0, best.to_dict()
 
 
 def _sampler_summary(curves: dict, seconds: dict, trials: int, baseline_ms: float) -> dict:
@@ -90,10 +95,15 @@ def compare_samplers(model="default", *, objective: str = "modelled", samplers: 
     settings = objective_settings(objective, settings)
     if objective == "modelled" and cost_model is None:
         cost_model = measure_cost_model(model_obj, model_name=model_id(model))
+    if objective == "priced" and cost_model is None:
+        cost_model = {w: measure_cost_model(model_obj, model_name=model_id(model), draft_weights=w)
+                      for w in (None, "int8")}
     evaluator = build_objective(objective, model_obj, tokenizer, settings, cost_model)
-    names = param_names(L)
+    names, space = param_names(L), evaluator.space
 
     def objective_fn(trial) -> float:
+        if space == "config":
+            return evaluator.evaluate(suggest_config(trial, L))["value"]
         return evaluator.evaluate(SkipSet.from_mask([bool(trial.suggest_int(n, 0, 1)) for n in names]))["value"]
 
     bar = tqdm(total=len(samplers) * len(seeds) * trials, desc="compare samplers", unit="trial",
@@ -101,7 +111,7 @@ def compare_samplers(model="default", *, objective: str = "modelled", samplers: 
     runs = {}
     with quiet_optuna():
         for s in samplers:
-            runs[s] = [_one_study(s, seed, objective_fn, L, trials, warm_start, objective == "modelled", bar)
+            runs[s] = [_one_study(s, seed, objective_fn, L, trials, warm_start, objective != "measured", bar, space)
                        for seed in seeds]
     if bar is not None:
         bar.close()

@@ -1,6 +1,8 @@
 """Exporting a model's studies as the committed results ``data/search/<model>/``: ``best.json`` (the best
-skip set overall and per 0.125-wide skip-ratio bucket), ``trials.csv`` and ``trials.json`` (every evaluated,
-feasible trial). :func:`labkit.artifacts.results.best_skip_set` reads them back."""
+skip set, and for a ``priced`` search the whole draft configuration, overall and per 0.125-wide skip-ratio
+bucket), ``trials.csv`` and ``trials.json`` (every evaluated, feasible trial).
+:func:`labkit.artifacts.results.best_skip_set` and :func:`~labkit.artifacts.results.best_config` read them back.
+Where a study holds a wall-clock final check (:mod:`labkit.search.final`), its pick is the overall best."""
 from __future__ import annotations
 
 import csv
@@ -14,6 +16,7 @@ from ..artifacts.models import fingerprint, model_id, model_key
 from ..artifacts.paths import SEARCH_DIR
 from ..artifacts.results import BUCKET_WIDTH, bucket_index, ratio_buckets, search_hint
 from ..measure.analytic import UNIT
+from .final import FINAL_ATTR
 from .space import skip_from_params
 from .storage import DEFAULT_STORAGE, STUDY_MARKER, open_storage
 
@@ -34,6 +37,7 @@ def trial_rows(study, n_layers: int) -> list[dict]:
             "mask": "".join("1" if m else "0" for m in skip.to_mask(n_layers)),
             "speedup": ev.get("speedup"), "alpha": ev.get("alpha"), "gamma": ev.get("gamma"),
             "acceptance_rate": ev.get("acceptance_rate"), "tokens_per_step": ev.get("tokens_per_step"),
+            "config": ev.get("config"),
             "warm_start": t.user_attrs.get("warm_start", ""),
             "completed_at": t.datetime_complete.isoformat(timespec="seconds") if t.datetime_complete else "",
             "duration_s": t.duration.total_seconds() if t.duration else None,
@@ -45,7 +49,18 @@ def _best_entry(row: dict) -> dict:
     return {"skip": {"attention": list(row["attention"]), "mlp": list(row["mlp"])},
             "value_ms_per_token": row["value_ms_per_token"], "ratio": row["ratio"], "n_skipped": row["n_skipped"],
             "speedup": row["speedup"], "study": row["study"],
-            "trial": row["trial"]}
+            "trial": row["trial"], **({"config": row["config"]} if row.get("config") else {})}
+
+
+def _overall(rows: list[dict], finals: dict) -> dict:
+    """The overall best: a study's wall-clock final pick where one exists (the first study's, by name), else the
+    row with the lowest objective value."""
+    for study, final in sorted(finals.items()):
+        picked = [r for r in rows if r["study"] == study and r["trial"] == final["chosen_trial"]]
+        if picked:
+            return {**_best_entry(picked[0]), "chosen_by": "wall clock (final check)",
+                    "final_geomean_speedup": final["geomean_speedup"]}
+    return {**_best_entry(min(rows, key=lambda r: r["value_ms_per_token"])), "chosen_by": "objective"}
 
 
 def _model_studies(store, model, objective: str | None, storage) -> tuple[list, str]:
@@ -72,6 +87,7 @@ def _model_studies(store, model, objective: str | None, storage) -> tuple[list, 
 
 def _best_payload(model, summaries: list, objective: str, rows: list[dict], n_layers: int) -> dict:
     """best.json: the overall best and the best of every skip-ratio bucket, with the studies they came from."""
+    finals = {s.study_name: s.user_attrs[FINAL_ATTR] for s in summaries if s.user_attrs.get(FINAL_ATTR)}
     buckets = []
     for i, (lo, hi) in enumerate(ratio_buckets()):
         inside = [r for r in rows if bucket_index(r["ratio"]) == i]
@@ -83,10 +99,10 @@ def _best_payload(model, summaries: list, objective: str, rows: list[dict], n_la
         "buckets_note": "bucket i holds skip ratios in [lo, hi); the last also holds ratio 1",
         "studies": [{"name": s.study_name, "ratio_bucket": s.user_attrs.get("ratio_bucket"),
                      "settings": s.user_attrs.get("settings"), "n_trials": s.n_trials} for s in summaries],
-        "n_trials": len(rows), "overall": _best_entry(min(rows, key=lambda r: r["value_ms_per_token"])),
-        "buckets": buckets,
-        "full_step_ms": {s.study_name: s.user_attrs["cost_model"].get("full_step_ms") for s in summaries
-                         if s.user_attrs.get("cost_model")},
+        "n_trials": len(rows), "overall": _overall(rows, finals), "buckets": buckets,
+        "final_checks": finals,
+        "full_step_ms": {s.study_name: (s.user_attrs.get("cost_model") or s.user_attrs["cost_models"]["fp32"]).get(
+            "full_step_ms") for s in summaries if s.user_attrs.get("cost_model") or s.user_attrs.get("cost_models")},
         "exported_at": time.strftime("%Y-%m-%dT%H:%M:%S"), "regenerate": search_hint(model),
     }
 
@@ -113,5 +129,6 @@ def export_results(model="default", *, storage=None, objective: str | None = Non
         writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
         writer.writeheader()
         for r in rows:
-            writer.writerow({**r, "attention": " ".join(map(str, r["attention"])), "mlp": " ".join(map(str, r["mlp"]))})
+            writer.writerow({**r, "attention": " ".join(map(str, r["attention"])), "mlp": " ".join(map(str, r["mlp"])),
+                             "config": json.dumps(r["config"]) if r.get("config") else ""})
     return out

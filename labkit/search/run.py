@@ -20,14 +20,17 @@ from tqdm.auto import tqdm
 
 from ..artifacts.models import load_model, model_id
 from ..artifacts.results import greedy_path_sets, in_bucket
+from ..core.draft_config import DraftConfig
 from ..core.skip import SkipSet
 from ..measure.analytic import UNIT
 from ..measure.costmodel import CostModel, measure_cost_model
 from .objectives import OBJECTIVES, build_objective, objective_settings
 from .samplers import SAMPLERS, make_sampler, quiet_optuna
-from .space import blocks_outside, check_bucket, param_names, params_from_skip, skip_from_params, warm_start_sets
+from .space import (blocks_outside, check_bucket, config_from_params, param_names, params_from_config,
+                    params_from_skip, skip_from_params, suggest_config, warm_start_configs, warm_start_sets)
 from .storage import (STUDY_MARKER, check_attrs, default_study_name, expected_attrs, feasible_trials,
-                      known_good_sets, open_storage, open_study, stored_cost_model)
+                      CALIBRATION_ATTR, known_good_sets, open_storage, open_study, stored_calibration,
+                      stored_cost_model, stored_cost_models)
 
 __all__ = ["SearchResult", "run_search", "check_trials", "model_card_sets"]
 
@@ -42,6 +45,7 @@ class SearchResult:
     n_new: int                        # trials this call ran
     seconds: float
     extra: dict = field(default_factory=dict)
+    best_config: DraftConfig | None = None   # the whole best draft configuration (a 'config'-space objective)
 
     @property
     def best_speedup(self) -> float:
@@ -66,17 +70,38 @@ def model_card_sets(model, bucket, n_layers: int) -> dict[str, SkipSet]:
             for skip in greedy_path_sets(model, n_layers) if in_bucket(skip.ratio(n_layers), bucket)}
 
 
-def _warm_starts(model, store, expected: dict, bucket, n_layers: int) -> dict[str, SkipSet]:
-    starts = {label: skip for label, skip in warm_start_sets(n_layers).items()
-              if bucket is None or in_bucket(skip.ratio(n_layers), bucket)}
+def _warm_starts(model, store, expected: dict, bucket, n_layers: int, space: str) -> dict[str, dict]:
+    """The parameters of a new study's first trials, by label (see the module docstring)."""
+    if space == "config":
+        starts = {label: config for label, config in warm_start_configs(n_layers).items()}
+        starts.update({f"{label}, int8 draft weights, static 0.5": DraftConfig(skip, "int8")
+                       for label, skip in model_card_sets(model, bucket, n_layers).items()} if bucket else {})
+        starts = {k: c for k, c in starts.items() if bucket is None or in_bucket(c.skip.ratio(n_layers), bucket)}
+        params = {label: params_from_config(c, n_layers) for label, c in starts.items()}
+        skips = {c.skip for c in starts.values()}
+    else:
+        starts = {label: skip for label, skip in warm_start_sets(n_layers).items()
+                  if bucket is None or in_bucket(skip.ratio(n_layers), bucket)}
+        if bucket is not None:
+            starts.update({label: skip for label, skip in model_card_sets(model, bucket, n_layers).items()
+                           if skip not in starts.values()})
+        params = {label: params_from_skip(skip, n_layers) for label, skip in starts.items()}
+        skips = set(starts.values())
     if bucket is not None:
-        starts.update({label: skip for label, skip in model_card_sets(model, bucket, n_layers).items()
-                       if skip not in starts.values()})
-        starts.update(known_good_sets(store, expected, bucket, n_layers, exclude=set(starts.values())))
-    return starts
+        params.update(known_good_sets(store, expected, bucket, n_layers, exclude=skips))
+    return params
 
 
-def _create_study(store, study_name: str, expected: dict, cost_model, starts: dict[str, SkipSet], n_layers: int):
+def _cost_record(cost_model) -> tuple[str, dict] | None:
+    """(attribute name, JSON) of a study's cost model(s): one CostModel, or {weights: CostModel} (priced)."""
+    if cost_model is None:
+        return None
+    if isinstance(cost_model, dict):
+        return "cost_models", {w or "fp32": cm.to_dict() for w, cm in cost_model.items()}
+    return "cost_model", cost_model.to_dict()
+
+
+def _create_study(store, study_name: str, expected: dict, cost_model, starts: dict[str, dict]):
     """A new study with its attributes and warm starts; None when another worker created it first."""
     try:
         study = optuna.create_study(study_name=study_name, storage=store, direction="minimize")
@@ -85,13 +110,13 @@ def _create_study(store, study_name: str, expected: dict, cost_model, starts: di
     for key, value in expected.items():
         study.set_user_attr(key, value)
     study.set_user_attr("unit", UNIT)
-    if cost_model is not None:
-        study.set_user_attr("cost_model", cost_model.to_dict())
+    if _cost_record(cost_model):
+        study.set_user_attr(*_cost_record(cost_model))
     # the marker goes last among the attributes (other workers wait for it) but before the warm-start
     # trials, so a worker that sees trials without a marker knows it is no labkit study
     study.set_user_attr(STUDY_MARKER, {"version": 1, "created_at": time.strftime("%Y-%m-%dT%H:%M:%S")})
-    for label, skip in starts.items():
-        study.enqueue_trial(params_from_skip(skip, n_layers), user_attrs={"warm_start": label})
+    for label, params in starts.items():
+        study.enqueue_trial(params, user_attrs={"warm_start": label})
     return study
 
 
@@ -105,6 +130,29 @@ def _cost_model_for(attrs: dict | None, given, store, expected: dict, model_obj,
     return stored_cost_model(store, expected) or measure_cost_model(model_obj, model_name=model_id(model))
 
 
+def _cost_models_for(attrs: dict | None, given, store, expected: dict, model_obj, model) -> dict:
+    """The ``priced`` objective's {draft weights: CostModel}, found in the same order as :func:`_cost_model_for`
+    (measured now: the model's own weights and int8 draft weights, a few seconds each)."""
+    if attrs and attrs.get("cost_models"):
+        return {None if w == "fp32" else w: CostModel.from_dict(d) for w, d in attrs["cost_models"].items()}
+    if given is not None:
+        return given
+    return stored_cost_models(store, expected) or {
+        w: measure_cost_model(model_obj, model_name=model_id(model), draft_weights=w) for w in (None, "int8")}
+
+
+def _study_cost_model(objective: str, attrs, given, store, expected: dict, model_obj, model, n_layers: int):
+    """The cost model(s) an objective prices with (None for ``measured``), checked against the model's depth."""
+    if objective == "measured":
+        return given
+    find = _cost_model_for if objective == "modelled" else _cost_models_for
+    found = find(attrs, given, store, expected, model_obj, model)
+    for cm in (found.values() if isinstance(found, dict) else [found]):
+        if cm.n_layers != n_layers:
+            raise ValueError(f"cost_model is for {cm.n_layers} layers, the model has {n_layers}")
+    return found
+
+
 def _open_or_create(store, study_name: str, expected: dict, objective: str, cost_model, model, model_obj,
                     warm_start: bool, bucket, n_layers: int):
     """(study, created, cost_model) for ``study_name``: the existing study (checked against ``expected``), or a
@@ -112,36 +160,52 @@ def _open_or_create(store, study_name: str, expected: dict, objective: str, cost
     study, attrs = open_study(store, study_name, None)
     if study is not None:
         check_attrs(study_name, attrs, expected)
-    if objective == "modelled":
-        cost_model = _cost_model_for(attrs, cost_model, store, expected, model_obj, model)
-        if cost_model.n_layers != n_layers:
-            raise ValueError(f"cost_model is for {cost_model.n_layers} layers, the model has {n_layers}")
+    cost_model = _study_cost_model(objective, attrs, cost_model, store, expected, model_obj, model, n_layers)
     if study is not None:
         return study, False, cost_model
-    starts = _warm_starts(model, store, expected, bucket, n_layers) if warm_start else {}
-    study = _create_study(store, study_name, expected, cost_model, starts, n_layers)
+    space = expected["search_space"].get("space", "mask")
+    starts = _warm_starts(model, store, expected, bucket, n_layers, space) if warm_start else {}
+    study = _create_study(store, study_name, expected, cost_model, starts)
     if study is not None:
         return study, True, cost_model
     study, attrs = open_study(store, study_name, None)                 # another worker was faster
     check_attrs(study_name, attrs, expected)
-    if objective == "modelled" and attrs.get("cost_model"):
-        cost_model = CostModel.from_dict(attrs["cost_model"])
-    return study, False, cost_model
+    return study, False, _study_cost_model(objective, attrs, None, store, expected, model_obj, model, n_layers)
+
+
+def _evaluator(objective: str, study, store, expected: dict, model_obj, tokenizer, settings: dict, cost_model):
+    """The study's evaluator; a ``priced`` one reuses the study's (else the model's newest) stored loop calibration,
+    or calibrates now and stores it with the study."""
+    if objective != "priced":
+        return build_objective(objective, model_obj, tokenizer, settings, cost_model)
+    calibration = study.user_attrs.get(CALIBRATION_ATTR) or stored_calibration(store, expected)
+    evaluator = build_objective(objective, model_obj, tokenizer, settings, cost_model, calibration)
+    if not study.user_attrs.get(CALIBRATION_ATTR):
+        study.set_user_attr(CALIBRATION_ATTR, evaluator.calibration)
+    return evaluator
 
 
 def _objective_fn(evaluator, n_layers: int, bucket, baseline: float):
-    """The function Optuna minimises: suggest a mask, penalise it outside the bucket, else evaluate it."""
+    """The function Optuna minimises: suggest a mask (or a whole draft configuration, for an objective whose
+    ``space`` is "config"), penalise it outside the bucket, else evaluate it."""
     names, worker = param_names(n_layers), f"{socket.gethostname()}:{os.getpid()}"
+    whole = getattr(evaluator, "space", "mask") == "config"
 
     def objective_fn(trial) -> float:
-        skip = SkipSet.from_mask([bool(trial.suggest_int(name, 0, 1)) for name in names])
+        if whole:
+            draft = suggest_config(trial, n_layers)
+            skip = draft.skip
+        else:
+            draft = skip = SkipSet.from_mask([bool(trial.suggest_int(name, 0, 1)) for name in names])
         record = {"ratio": skip.ratio(n_layers), "n_skipped": skip.n_skipped, "feasible": True, "worker": worker}
+        if whole:
+            record["config"] = draft.to_dict()
         if bucket is not None and not in_bucket(record["ratio"], bucket):
             d = blocks_outside(skip.n_skipped, n_layers, bucket)
             record.update(feasible=False, blocks_outside=d)
             trial.set_user_attr("eval", record)
             return baseline * (2 + d)
-        result = evaluator.evaluate(skip)
+        result = evaluator.evaluate(draft)
         value = result.pop("value")
         record.update({k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in result.items()})
         trial.set_user_attr("eval", record)
@@ -178,11 +242,13 @@ def run_search(model="default", *, objective: str = "modelled", trials: int = 10
                storage=None, study_name: str | None = None, ratio_bucket=None, n_prompts: int | None = None,
                n_tokens: int | None = None, max_new_tokens: int | None = None, policy: str | None = None,
                prompt_seed: int | None = None, cost_model=None, warm_start: bool = True, progress: bool = True,
-               timeout: float | None = None, loaded: tuple | None = None) -> SearchResult:
+               timeout: float | None = None, loaded: tuple | None = None, sources=None) -> SearchResult:
     """Run (or resume) ``trials`` more trials of the skip-set search of ``model`` (a shipped name or a folder).
 
-    ``storage``: Optuna URL/path (default ``sqlite:///results/search.db``). ``cost_model``: for a new
-    ``modelled`` study (default: the newest one the storage holds for this model, else measured now); a
+    ``objective="priced"`` searches the whole draft configuration (blocks, draft weights, stop rule) on the first
+    ``n_prompts`` prompts of each of ``sources``. ``storage``: Optuna URL/path (default
+    ``sqlite:///results/search.db``). ``cost_model``: for a new ``modelled`` study a CostModel, for a ``priced``
+    one {draft weights: CostModel} (default: the newest the storage holds for this model, else measured now); a
     resumed study reuses its own. ``loaded``: ``(model, tokenizer)`` already in memory (else loaded here).
     A resumed study's sampler is reseeded with ``seed + trials already run``, so it does not replay its start.
     """
@@ -194,19 +260,20 @@ def run_search(model="default", *, objective: str = "modelled", trials: int = 10
         raise ValueError(f"unknown sampler {sampler!r}; choose one of {', '.join(SAMPLERS)}")
     bucket = check_bucket(ratio_bucket)
     settings = objective_settings(objective, {"n_prompts": n_prompts, "n_tokens": n_tokens, "policy": policy,
-                                              "max_new_tokens": max_new_tokens, "prompt_seed": prompt_seed})
+                                              "max_new_tokens": max_new_tokens, "prompt_seed": prompt_seed,
+                                              "sources": sources})
     store = open_storage(storage)
     model_obj, tokenizer = loaded or load_model(model)
     L = int(model_obj.config.num_hidden_layers)
     check_bucket(bucket, L)
     study_name = study_name or default_study_name(model, objective, bucket)
-    expected = expected_attrs(model, objective, L, bucket, settings)
+    expected = expected_attrs(model, objective, L, bucket, settings, "config" if objective == "priced" else "mask")
     with quiet_optuna():
         study, created, cost_model = _open_or_create(store, study_name, expected, objective, cost_model, model,
                                                      model_obj, warm_start, bucket, L)
-        evaluator = build_objective(objective, model_obj, tokenizer, settings, cost_model)
+        evaluator = _evaluator(objective, study, store, expected, model_obj, tokenizer, settings, cost_model)
         n_before = sum(1 for t in study.get_trials(deepcopy=False) if t.state != optuna.trial.TrialState.WAITING)
-        study.sampler = make_sampler(sampler, seed + n_before, deterministic=objective == "modelled")
+        study.sampler = make_sampler(sampler, seed + n_before, deterministic=objective != "measured")
         ran = _optimize(study, _objective_fn(evaluator, L, bucket, evaluator.baseline_ms), trials, timeout,
                         evaluator.baseline_ms, f"{study_name} ({sampler})" if progress else None)
     feasible = feasible_trials(study)
@@ -217,4 +284,5 @@ def run_search(model="default", *, objective: str = "modelled", trials: int = 10
         n_complete=sum(1 for t in study.get_trials(deepcopy=False) if t.state == optuna.trial.TrialState.COMPLETE),
         n_new=ran, seconds=time.perf_counter() - t_start,
         extra={"study_name": study_name, "created": created, "cost_model": cost_model},
+        best_config=config_from_params(top.params, L) if top and objective == "priced" else None,
     )

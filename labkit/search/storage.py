@@ -19,15 +19,16 @@ import optuna
 from ..artifacts.models import fingerprint, model_id, model_key
 from ..artifacts.paths import RESULTS_DIR
 from ..artifacts.results import in_bucket
-from ..core.skip import SkipSet
 from ..measure.costmodel import CostModel
-from .space import param_names, skip_from_params
+from .space import skip_from_params, space_param_names
 
 __all__ = ["DEFAULT_STORAGE", "STUDY_MARKER", "open_storage", "feasible_trials", "default_study_name",
-           "expected_attrs", "check_attrs", "open_study", "stored_cost_model", "known_good_sets"]
+           "expected_attrs", "check_attrs", "open_study", "stored_cost_model", "stored_cost_models", "stored_calibration", "known_good_sets",
+           "CALIBRATION_ATTR"]
 
 DEFAULT_STORAGE = f"sqlite:///{RESULTS_DIR / 'search.db'}"
 STUDY_MARKER = "labkit_search"
+CALIBRATION_ATTR = "priced_calibration"
 
 
 def _sqlite_tuning(storage) -> None:
@@ -113,12 +114,16 @@ def default_study_name(model, objective: str, bucket) -> str:
     return name
 
 
-def expected_attrs(model, objective, n_layers, bucket, settings) -> dict:
+def expected_attrs(model, objective, n_layers, bucket, settings, space: str = "mask") -> dict:
+    params = space_param_names(space, n_layers)
+    search_space = {"n_layers": n_layers, "params": params, "low": 0, "high": 1}
+    if space != "mask":
+        search_space["space"] = space
     return {
         "model": model_id(model),
         "model_fingerprint": fingerprint(model),
         "objective": objective,
-        "search_space": {"n_layers": n_layers, "params": param_names(n_layers), "low": 0, "high": 1},
+        "search_space": search_space,
         "ratio_bucket": list(bucket) if bucket else None,
         "settings": settings,
     }
@@ -156,24 +161,41 @@ def open_study(storage, study_name: str, sampler):
     return study, wait_for_attrs(study)
 
 
+def _newest_attr(storage, expected: dict, key: str, stamp) -> dict | None:
+    found = []
+    for s in optuna.get_all_study_summaries(storage, include_best_trial=False):
+        attrs = s.user_attrs
+        if (attrs.get(STUDY_MARKER) and attrs.get(key) and attrs.get("model") == expected["model"]
+                and attrs.get("model_fingerprint") == expected["model_fingerprint"]):
+            found.append(attrs[key])
+    return max(found, key=stamp) if found else None
+
+
 def stored_cost_model(storage, expected: dict):
     """The newest cost model another study of the same model (same weights) in this storage recorded.
 
     Reusing it keeps every study of a model (all ratio buckets) in one currency of milliseconds.
     """
-    found = []
-    for s in optuna.get_all_study_summaries(storage, include_best_trial=False):
-        attrs = s.user_attrs
-        if (attrs.get(STUDY_MARKER) and attrs.get("cost_model") and attrs.get("model") == expected["model"]
-                and attrs.get("model_fingerprint") == expected["model_fingerprint"]):
-            found.append(attrs["cost_model"])
-    if not found:
-        return None
-    return CostModel.from_dict(max(found, key=lambda d: d.get("measured_at", "")))
+    found = _newest_attr(storage, expected, "cost_model", lambda d: d.get("measured_at", ""))
+    return CostModel.from_dict(found) if found else None
 
 
-def known_good_sets(storage, expected: dict, bucket, n_layers: int, k: int = 3, exclude=()) -> dict[str, SkipSet]:
-    """The ``k`` best sets inside ``bucket`` that other studies of the same model and objective evaluated.
+def stored_calibration(storage, expected: dict) -> dict | None:
+    """The newest ``priced`` loop calibration (:meth:`~labkit.search.objectives.PricedObjective.calibrate`) another
+    study of the same model recorded: with the cost models, the currency every study of a model prices in."""
+    return _newest_attr(storage, expected, CALIBRATION_ATTR, lambda d: d.get("measured_at", ""))
+
+
+def stored_cost_models(storage, expected: dict) -> dict | None:
+    """The newest {draft weights: cost model} pair (the ``priced`` objective's) of the same model, as
+    :func:`stored_cost_model` (key None: the model's own weights)."""
+    found = _newest_attr(storage, expected, "cost_models", lambda d: d["fp32"].get("measured_at", ""))
+    return {None if w == "fp32" else w: CostModel.from_dict(d) for w, d in found.items()} if found else None
+
+
+def known_good_sets(storage, expected: dict, bucket, n_layers: int, k: int = 3, exclude=()) -> dict[str, dict]:
+    """The parameters of the ``k`` best trials inside ``bucket`` that other studies of the same model, objective
+    and space evaluated (one per skip set, sets in ``exclude`` left out), by label.
 
     A new ratio-bucket study is warm-started with them, so it starts from what the storage knows.
     """
@@ -185,10 +207,10 @@ def known_good_sets(storage, expected: dict, bucket, n_layers: int, k: int = 3, 
         for t in feasible_trials(optuna.load_study(study_name=s.study_name, storage=storage)):
             skip = skip_from_params(t.params, n_layers)
             if in_bucket(skip.ratio(n_layers), bucket):
-                scored.append((t.value, skip, f"best known in the bucket ({s.study_name} #{t.number})"))
+                scored.append((t.value, skip, f"best known in the bucket ({s.study_name} #{t.number})", t.params))
     out, seen = {}, set(exclude)
-    for _, skip, label in sorted(scored, key=lambda x: x[0]):
+    for _, skip, label, params in sorted(scored, key=lambda x: x[0]):
         if skip not in seen and len(out) < k:
             seen.add(skip)
-            out[label] = skip
+            out[label] = dict(params)
     return out

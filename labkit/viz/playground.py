@@ -3,7 +3,8 @@ threshold (notation: docs/notation.md).
 
 Each builder reads a :class:`~labkit.measure.grid.PlaygroundGrid` (measured beforehand) and returns a figure;
 :func:`panel_xy` gives the x/y of every trace for a setting and :func:`panel_errors` the speedup's min-max over
-repetitions (error bars), so a widget can update the figure in place.
+repetitions (error bars), so a widget can update the figure in place. Every curve is a slice of one draft
+weights' cells (fp32 or int8: the setting's); the axis ranges cover both, so a toggle between them keeps the scale.
 """
 from __future__ import annotations
 
@@ -55,8 +56,10 @@ def trace_index(row: int, col: int, kind: int) -> int:
 
 
 def _live_matches(point: dict, setting: Setting, free: str) -> bool:
+    """Is the live run ``point`` on ``setting``'s slice along ``free`` (same other knobs, same draft weights)?"""
     keys = [k for k in ("ratio", "threshold", "max_draft", "policy") if k != free]
-    return all(point[k] == getattr(setting, k) for k in keys)
+    return (all(point[k] == getattr(setting, k) for k in keys)
+            and point.get("draft_weights", "fp32") == setting.draft_weights)
 
 
 def panel_xy(grid: PlaygroundGrid, setting: Setting, live: Sequence[dict] = ()) -> dict[int, tuple]:
@@ -163,10 +166,12 @@ def _slice(grid: PlaygroundGrid, s: Setting, metric: str) -> np.ndarray:
     return np.stack([grid.vs_ratio(metric, replace(s, threshold=t)) for t in grid.thresholds])   # (T, R)
 
 
-def heatmap_figure(grid: PlaygroundGrid, policy: str | None = None, max_draft: int | None = None) -> go.Figure:
-    """Measured speedup over skip ratio × threshold for one policy and max draft: the slice's best cell boxed,
-    the cells whose min-max range over repetitions overlaps the best's ringed (the noise cannot rank them)."""
-    s = grid.nearest(max_draft=max_draft, policy=policy)
+def heatmap_figure(grid: PlaygroundGrid, policy: str | None = None, max_draft: int | None = None,
+                   draft_weights: str | None = None) -> go.Figure:
+    """Measured speedup over skip ratio × threshold for one policy, max draft and draft weights (default fp32):
+    the slice's best cell boxed, the cells whose min-max range over repetitions overlaps the best's ringed (the
+    noise cannot rank them)."""
+    s = grid.nearest(max_draft=max_draft, policy=policy, draft_weights=draft_weights)
     z, lo, hi = (_slice(grid, s, m) for m in ("speedup", "speedup_min", "speedup_max"))
     text = [[fmt(v) for v in row] for row in z]
     fig = go.Figure(go.Heatmap(
@@ -184,8 +189,9 @@ def heatmap_figure(grid: PlaygroundGrid, policy: str | None = None, max_draft: i
     fig.add_trace(go.Scatter(x=[f"{grid.ratios[ri]:.3f}"], y=[f"{grid.thresholds[ti]:g}"], mode="markers",
                              name="best on this slice (median of the repetitions)",
                              marker=dict(symbol="square-open", size=38, color="black", line=dict(width=3))))
-    fig.update_layout(title=f"{grid.name}: measured speedup, {s.policy} policy, max draft {s.max_draft} "
-                            f"(blue > 1 > red; box: best, rings: within its noise)", template="plotly_white",
+    fig.update_layout(title=f"{grid.name}: measured speedup, {s.policy} policy, max draft {s.max_draft}, "
+                            f"{s.draft_weights} draft weights (blue > 1 > red; box: best, rings: within its noise)",
+                      template="plotly_white",
                       height=430,
                       xaxis_title="skip ratio (fraction of the 2L blocks skipped)",
                       yaxis_title="draft-exit threshold (unitless)", showlegend=False)
@@ -193,13 +199,15 @@ def heatmap_figure(grid: PlaygroundGrid, policy: str | None = None, max_draft: i
 
 
 def model_comparison_figure(grids: dict[str, PlaygroundGrid], setting: Setting | None = None) -> go.Figure:
-    """accepted / drafted and speedup (min-max bars) vs skip ratio for several models on the same policy slice."""
+    """accepted / drafted and speedup (min-max bars) vs skip ratio for several models on the same policy slice
+    and draft weights (each model snapped to the nearest setting its grid has)."""
     fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.1,
                         subplot_titles=("accepted / drafted vs skip ratio", "speedup vs skip ratio"))
     first = next(iter(grids.values()))
     s0 = setting or first.nearest()
     for i, (name, g) in enumerate(grids.items()):
-        s = g.nearest(threshold=s0.threshold, max_draft=s0.max_draft, policy=s0.policy)
+        s = g.nearest(threshold=s0.threshold, max_draft=s0.max_draft, policy=s0.policy,
+                      draft_weights=s0.draft_weights)
         for col, metric in enumerate(("acceptance_rate", "speedup")):
             bars = None
             if metric == "speedup":
@@ -218,6 +226,7 @@ def model_comparison_figure(grids: dict[str, PlaygroundGrid], setting: Setting |
     fig.update_yaxes(title_text="speedup (× vs plain loop)", rangemode="tozero", row=1, col=2)
     fig.update_xaxes(title_text="skip ratio (fraction of the 2L blocks skipped)")
     fig.update_layout(title=f"{' vs '.join(grids)}: same decoding settings ({s0.policy} policy, threshold "
-                            f"{s0.threshold:g}, max draft {s0.max_draft}), different training",
+                            f"{s0.threshold:g}, max draft {s0.max_draft}, {s0.draft_weights} draft weights), "
+                            f"different training",
                       template="plotly_white", height=440, legend=dict(orientation="h", y=-0.2, x=0))
     return fig

@@ -21,6 +21,7 @@ from ..measure.analytic import UNIT
 from .style import PALETTE
 
 __all__ = ["optimization_history", "param_importances", "skip_mask_heatmap", "best_so_far_figure", "rank_scatter",
+           "speedup_bars_figure",
            "bucket_sets"]
 
 SAMPLER_LABELS = {"gp": "GP (GPSampler)", "tpe": "TPE", "random": "random search"}
@@ -166,4 +167,27 @@ def rank_scatter(result: Mapping, *, title: str | None = None) -> go.Figure:
                         f"(Spearman rho {result['spearman_rho']:.2f})"),
         xaxis_title=f"modelled {UNIT}", yaxis_title=f"measured {UNIT}", showlegend=False,
     )
+    return fig
+
+
+def speedup_bars_figure(summary: Mapping[str, Mapping[str, float]], *, title: str | None = None) -> go.Figure:
+    """Speedup over the plain loop per draft (``{label: {"speedup", "low", "high"}}``, e.g.
+    :func:`labkit.lessons.draft_search.draft_summary`), horizontal bars with the min-max range as error bars and
+    the plain loop's 1.0 as a line; the axis starts near the smallest range, so differences stay visible."""
+    labels = list(summary)
+    x = [float(summary[k]["speedup"]) for k in labels]
+    low = [float(summary[k]["low"]) for k in labels]
+    high = [float(summary[k]["high"]) for k in labels]
+    fig = go.Figure(go.Bar(
+        y=labels, x=x, orientation="h", marker_color=PALETTE["speedup"],
+        error_x=dict(type="data", symmetric=False, array=[h - v for h, v in zip(high, x)],
+                     arrayminus=[v - lo for v, lo in zip(x, low)], color="#333333"),
+        text=[f"{v:.2f}x" for v in x], textposition="inside", insidetextanchor="end", name="speedup",
+        hovertemplate="%{y}: %{x:.2f}x<extra></extra>"))
+    fig.add_vline(x=1.0, line_dash="dash", line_color="black", annotation_text="plain loop",
+                  annotation_position="bottom right")
+    start = max(0.0, min(low + [1.0]) - 0.1)
+    fig.update_layout(title=title or "Speedup over the plain loop", xaxis_title="× the plain loop (min-max over repeats)",
+                      xaxis_range=[start, max(high + [1.0]) * 1.05], yaxis_autorange="reversed", showlegend=False,
+                      margin=dict(l=10))
     return fig

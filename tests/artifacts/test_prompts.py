@@ -105,7 +105,7 @@ def test_jsonl_prompt_files_and_source_errors(tmp_path):
     assert [p.source for p in got] == ["p.jsonl:1:dbl", "p.jsonl:3"]
     with pytest.raises(FileNotFoundError, match="nowhere.jsonl"):
         all_sources(1, source=tmp_path / "nowhere.jsonl")
-    with pytest.raises(ValueError, match="source must be 'stdlib', 'packages' or a path"):
+    with pytest.raises(ValueError, match="must be 'stdlib', 'packages', 'stdlib-long', 'packages-long' or a path"):
         all_sources(1, source="pypi")
     with pytest.raises(ValueError, match=r"expected a \.txt or \.jsonl file"):
         read_prompt_file(tmp_path / "p.csv")
@@ -153,3 +153,80 @@ def test_package_files_split_by_file_without_tests():
         package_files("no_such_package_xyz")
     with pytest.raises(ValueError, match="split"):
         package_files("jinja2", "dev")
+
+
+# ---------------------------------------------------------------------------------------
+# long sources: the same functions, each after the text of its file just before it
+# ---------------------------------------------------------------------------------------
+import statistics                                                               # noqa: E402
+
+from labkit.artifacts.prompts import PROMPT_OFFSET, all_prompts                 # noqa: E402
+
+LONG_SOURCES = [("stdlib-long", "stdlib"), ("packages-long", "packages")]
+
+
+@pytest.fixture(scope="module")
+def every_prompt():
+    """Every prompt of the four built-in sources (seed 0), built once for this module's tests."""
+    return {name: all_prompts(source=name) for pair in LONG_SOURCES for name in pair}
+
+
+def _by_folder(sources) -> dict[str, list[str]]:
+    """Sources in order, per top folder (a package: the packages' prompts are interleaved one of each in turn)."""
+    out = {}
+    for source in sources:
+        out.setdefault(source.split("/")[0], []).append(source)
+    return out
+
+
+@pytest.mark.parametrize("long, short", LONG_SOURCES)
+def test_long_prompts_are_the_short_ones_in_the_same_order(every_prompt, long, short):
+    """Deterministic; the short source's functions (same held-out files) in its order, a few left out."""
+    got, shorts = every_prompt[long], {p.source: p.text for p in every_prompt[short]}
+    assert all_sources(10, source=long) == got[:10] and all_sources(10, seed=1, source=long) != got[:10]
+    kept = {p.source for p in got}
+    assert _by_folder(p.source for p in got) == _by_folder(s for s in shorts if s in kept)   # a few left out
+    assert 0.9 * len(shorts) <= len(got) < len(shorts)
+    if short == "stdlib":
+        assert {split_of(p.source.split(":")[0]) for p in got} == {"validation"}
+    else:
+        assert {p.source.split("/")[0] for p in got[:7]} == {name for _, name in OUTSIDE_PACKAGES}
+
+
+@pytest.mark.parametrize("long, short", LONG_SOURCES)
+def test_long_prompts_end_with_their_short_prompt_as_the_file_has_it(every_prompt, long, short):
+    """The function's lines, dedented, are its short prompt (ending at the docstring's quotes); a method
+    keeps its class's indentation after the class text before it."""
+    shorts = {p.source: p.text for p in every_prompt[short]}
+    indents = []
+    for p in every_prompt[long][:30]:
+        tail, lines = shorts[p.source].splitlines(), p.text.splitlines()
+        indent = len(lines[-len(tail)]) - len(lines[-len(tail)].lstrip(" "))
+        assert "\n".join(line[indent:] for line in lines[-len(tail):]) == shorts[p.source]
+        assert len(lines) > len(tail) and len(p.text) >= 600 and p.text.endswith(('"', "'"))
+        indents.append(indent)
+    assert 0 in indents and max(indents) >= 4                                  # functions and methods
+
+
+@pytest.mark.parametrize("long", [name for name, _ in LONG_SOURCES])
+def test_long_prompts_fit_the_models_context(every_prompt, long):
+    """A few hundred tokens of the shipped tokenizer, leaving the lab's models (512 positions) room for
+    128 new tokens and 12 drafted ones."""
+    import labkit
+    model, tokenizer = labkit.load_model("default")
+    lengths = [len(tokenizer(p.text, add_special_tokens=False)["input_ids"]) for p in every_prompt[long]]
+    assert all(150 <= n <= 340 for n in lengths[:30]), lengths[:30]
+    assert 200 <= statistics.median(lengths[:30]) and 200 <= statistics.median(lengths) <= 300
+    assert max(lengths) <= model.config.max_position_embeddings - 128 - 12
+
+
+@pytest.mark.parametrize("long", [name for name, _ in LONG_SOURCES])
+def test_long_sources_hold_out_the_choosing_prompts_and_say_what_they_are(every_prompt, long):
+    bench = benchmark_prompts(6, source=long)
+    assert bench == every_prompt[long][PROMPT_OFFSET:PROMPT_OFFSET + 6]
+    assert not {p.source for p in bench} & {p.source for p in every_prompt[long][:PROMPT_OFFSET]}
+    info, short = source_info(long), source_info(long.removesuffix("-long"))
+    assert info["source"] == source_label(long) == long and info["variant"] == "long"
+    assert {k: v for k, v in info.items() if k not in ("source", "variant", "of", "chars")} == \
+        {k: v for k, v in short.items() if k != "source"}
+    assert "variant" not in short

@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from pages import (JS_DOM_STATE, PY_WIDGET_STATE, close, exact, html_text, wait_until, watch_errors,
+from pages import (JS_DOM_STATE, PY_WIDGET_STATE, close, exact, figure_part, html_text, wait_until, watch_errors,
                    widget_mismatches)
 from servers import REPO, free_port, stop_server
 
@@ -86,6 +86,17 @@ def test_app_page_runs_the_playground(browser, app_url, local, shots):
         options = [value for _, value in local.ratio_slider.options]
         local.ratio_slider.value = options[options.index(local.ratio_slider.value) + 1]
         assert wait_until(lambda: not _page_matches(page, local), 30), _page_matches(page, local)
+
+        # the draft weights toggle (when the grid has int8 cells; a format-2 grid offers fp32 only): a click on int8
+        # must redraw every curve, the star and the readout from the int8 cells, as the same move does here
+        if len(local.weights_toggle.options) > 1:
+            before = local.state()
+            group = page.locator(".widget-toggle-buttons").filter(
+                has=page.locator(".widget-label", has_text=exact("draft weights")))
+            group.locator("button.widget-toggle-button", has_text=exact("int8")).click()
+            local.weights_toggle.value = "int8"
+            assert figure_part(local.state()) != figure_part(before) and "int8 draft weights" in local.readout.value
+            assert wait_until(lambda: not _page_matches(page, local), 30), _page_matches(page, local)
 
         # run live: a measurement on this machine, so its numbers cannot be computed here; the page must add one live
         # point at the current skip ratio to the top row, whose speedup is the one the readout states

@@ -130,16 +130,30 @@ def trace_replayer(d: WidgetDriver) -> None:
     d.slider("step")
 
 
-SAME_AS_PRESET = ("(lambda g, p: g.nearest(p.ratio, p.threshold, p.max_draft, p.policy) == lab.setting)"
-                  "(lab.grid, __import__('labkit.lessons.playground', fromlist=['presets']).presets(lab.grid)[{name!r}])")
+SAME_AS_PRESET = ("(lambda p: lab.grid.nearest(p.ratio, p.threshold, p.max_draft, p.policy, p.draft_weights) "
+                  "== lab.setting)(lab.presets()[{name!r}])")
+
+
+def draft_weights_toggle(d: WidgetDriver) -> None:
+    """04: fp32 -> int8, when the grid has both; a grid read from a format-2 file has fp32 cells only, so its
+    toggle shows that one option and there is nothing to move (said in the log)."""
+    options = d.nb.kernel_json("list(lab.weights_toggle.options)")
+    if len(options) > 1:
+        d.toggle("draft weights")
+        assert d.nb.kernel_json("lab.setting.draft_weights") == "int8"
+        return
+    assert options == ["fp32"], options
+    d.moved["toggle"].add("draft weights")
+    d.log.append("toggle 'draft weights': the grid has fp32 cells only (a format-2 file): one option, not moved")
 
 
 def playground(d: WidgetDriver) -> None:
-    """04: every slider, the policy toggle, each preset (first moving away from it if it is the current setting),
-    a live run, and last the model toggle."""
+    """04: every slider, the policy toggle, the draft weights toggle, each preset (first moving away from it if it
+    is the current setting), a live run (with the selected draft weights), and last the model toggle."""
     for label in ("skip ratio", "threshold", "max draft γ"):
         d.slider(label)
     d.toggle("policy")
+    draft_weights_toggle(d)
     for name in d.nb.kernel_json("list(lab.preset_buttons)"):
         if d.nb.kernel_json(SAME_AS_PRESET.format(name=name)):
             d.slider("skip ratio")

@@ -1,6 +1,7 @@
 """labkit.lessons.playground and labkit.viz.playground: the figures and the widget glue, on a grid measured on a
-tiny random model (tests/tiny_grid.py)."""
+tiny random model (tests/tiny_grid.py; fp32 and int8 draft weights)."""
 import copy
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -11,14 +12,14 @@ from labkit.viz import playground as pgv
 from tiny_grid import CONFIG, N_LAYERS, PROMPTS, SETS, grid, grid_data, tiny  # noqa: F401 (fixtures)
 
 
-def plain_like(grid):
+def plain_like(grid, fp32_only=False):
     """A second grid named 'plain' (the model toggle's other side): no highest skip ratio, lower acceptance
-    and speedup."""
+    and speedup; ``fp32_only``: its int8 cells left out (as a format-2 grid reads)."""
     data = copy.deepcopy(grid.data)
     data["model"] = "plain"
     top = max(r["ratio"] for r in data["ratios"])
     data["ratios"] = [r for r in data["ratios"] if r["ratio"] != top]
-    data["cells"] = [c for c in data["cells"] if c["ratio"] != top]
+    data["cells"] = [c for c in data["cells"] if c["ratio"] != top and not (fp32_only and c["draft_weights"] == "int8")]
     for c in data["cells"]:
         c["acceptance_rate"] *= 0.3
         for key in ("speedup", "speedup_min", "speedup_max"):
@@ -37,12 +38,22 @@ def test_figures_have_titles_axes_and_the_current_point(grid):
     for f in (pgv.heatmap_figure(grid), pgv.model_comparison_figure({"tiny": grid, "plain": plain_like(grid)})):
         assert f.layout.title.text and f.layout.xaxis.title.text and f.layout.yaxis.title.text
     answers = pgl.guiding_answers(grid, plain_like(grid))
-    assert len(answers) == 3 and all(a["answer"] and a["look_at"] for a in answers)
-    assert "plain" in answers[2]["question"]
+    assert len(answers) == 4 and all(a["answer"] and a["look_at"] for a in answers)
+    assert "plain" in answers[2]["question"] and "int8" in answers[3]["question"]
     speed = fig.data[pgv.trace_index(0, 2, 0)]                            # error bars: min-max of the repetitions
     np.testing.assert_allclose(speed.error_y.array, grid.vs_ratio("speedup_max", s) - grid.vs_ratio("speedup", s))
     assert "within the noise" in pgv.heatmap_figure(grid).data[1].name
-
+    heat = pgv.heatmap_figure(grid, draft_weights="int8")                 # the figures filter by the draft weights
+    assert "int8 draft weights" in heat.layout.title.text and "fp32 draft weights" in pgv.heatmap_figure(grid).layout.title.text
+    s8 = replace(s, draft_weights="int8")
+    np.testing.assert_allclose(np.array(heat.data[0].z, dtype=float),
+                               np.stack([grid.vs_ratio("speedup", replace(s8, threshold=t)) for t in grid.thresholds]))
+    fig8 = pgv.playground_figure(grid, s8)
+    np.testing.assert_allclose(fig8.data[pgv.trace_index(0, 2, 0)].y, grid.vs_ratio("speedup", s8))
+    assert "int8 draft weights" in fig8.layout.title.text
+    both = pgv.model_comparison_figure({"tiny": grid, "plain": plain_like(grid, fp32_only=True)}, s8)
+    np.testing.assert_allclose(both.data[0].y, grid.vs_ratio("acceptance_rate", s8))   # int8 where the grid has it,
+    np.testing.assert_allclose(both.data[3].y, plain_like(grid).vs_ratio("acceptance_rate", s))  # fp32 where not
 
 @pytest.fixture(scope="module")
 def playground(grid):
@@ -99,6 +110,25 @@ def test_each_slider_moves_the_plots_marker_and_readout(playground, grid):
     np.testing.assert_allclose(p.figure.data[top_speed].y, grid.vs_ratio("speedup", p.setting))
 
 
+def test_the_draft_weights_toggle_moves_every_curve_to_its_cells(playground, grid):
+    """fp32 -> int8 -> fp32: every curve, the star, the title and the readout follow the toggle's cells."""
+    p = playground
+    top_speed = pgv.trace_index(0, 2, 0)
+    assert list(p.weights_toggle.options) == ["fp32", "int8"]
+    for weights in ("int8", "fp32"):
+        p.weights_toggle.value = weights
+        s = p.setting
+        assert s.draft_weights == weights
+        for row, get in ((0, grid.vs_ratio), (1, grid.vs_threshold)):
+            for col, metric in enumerate(("acceptance_rate", "tokens_per_step", "speedup")):
+                np.testing.assert_allclose(p.figure.data[pgv.trace_index(row, col, 0)].y, get(metric, s))
+        assert _star(p, 0, 2) == (s.ratio, pytest.approx(grid.cell(s)["speedup"]))
+        assert f"{weights} draft weights" in p.readout.value and f"{weights} draft weights" in p.figure.layout.title.text
+        other = "fp32" if weights == "int8" else "int8"
+        assert f"the same knobs with {other} draft weights: speedup" in p.readout.value
+        assert list(p.figure.data[top_speed].y) != list(grid.vs_ratio("speedup", replace(s, draft_weights=other)))
+
+
 def test_update_is_fast(playground, record_property):
     ms = playground.measure_update_ms()
     record_property("update_ms", ms)
@@ -110,14 +140,23 @@ def test_presets_set_the_sliders(playground, grid):
     table = pgl.presets(grid)
     assert list(table) == ["too timid", "paper's setting", "too aggressive", "best found"]
     paper = table["paper's setting"]
-    assert (paper.policy, paper.threshold, paper.max_draft, paper.ratio) == ("adaptive", 0.5, 4, 0.5)
+    assert (paper.policy, paper.threshold, paper.max_draft, paper.ratio, paper.draft_weights) == (
+        "adaptive", 0.5, 4, 0.5, "fp32")                                   # the paper drafts with the model's own
     assert table["too aggressive"].ratio == max(grid.ratios) and table["too timid"].ratio == min(grid.ratios)
-    assert table["best found"] == grid.best()[0]
-    for name, setting in table.items():
-        playground.preset_buttons[name].click()
-        assert playground.setting == setting
-        assert (playground.ratio_slider.value, playground.threshold_slider.value) == (setting.ratio, setting.threshold)
-        assert _star(playground, 0, 2) == (setting.ratio, pytest.approx(grid.cell(setting)["speedup"]))
+    assert table["best found"] == grid.best()[0]                            # of the whole grid
+    for weights in ("int8", "fp32"):                  # the widget's presets keep the toggle's draft weights
+        playground.weights_toggle.value = weights
+        table = pgl.presets(grid, weights)
+        assert playground.presets() == table and {s.draft_weights for s in table.values()} == {weights}
+        assert table["best found"] == grid.best(weights)[0]
+        for name, setting in table.items():
+            playground.preset_buttons[name].click()
+            assert playground.setting == setting
+            assert (playground.ratio_slider.value, playground.threshold_slider.value) == (setting.ratio, setting.threshold)
+            assert _star(playground, 0, 2) == (setting.ratio, pytest.approx(grid.cell(setting)["speedup"]))
+    frame = pgl.presets_frame(grid, "int8")
+    assert set(frame["draft weights"]) == {"int8"}
+    assert frame.loc["best found", "speedup"] == pytest.approx(grid.best("int8")[1]["speedup"])
 
 
 def test_run_live_adds_a_point_to_the_plots(playground, grid):
@@ -138,6 +177,39 @@ def test_run_live_adds_a_point_to_the_plots(playground, grid):
     p.threshold_slider.value = other          # off the vs-ratio slice, still on the vs-threshold one
     assert len(p.figure.data[pgv.trace_index(0, 2, 3)].x) == 0
     assert list(p.figure.data[pgv.trace_index(1, 2, 3)].x) == [s.threshold]
+
+
+def test_run_live_measures_the_selected_draft_weights(playground, grid):
+    """With int8 selected, "run live" decodes with int8 drafts (still identical to plain decoding), uses the int8
+    cost model, and its point shows on the int8 curves only."""
+    p = playground
+    p.apply_preset("paper's setting")
+    p.weights_toggle.value = "int8"
+    point = p.run_live()
+    s = p.setting
+    assert s.draft_weights == "int8" and point["draft_weights"] == "int8" and point["identical_to_plain"] is True
+    skip = grid.skip_set(s.ratio)
+    assert point["c_forward"] == pytest.approx(grid.cost_model_for("int8").draft_cost_ratio(skip))
+    assert point["vs_grid"] == pytest.approx(point["speedup"] / grid.cell(s)["speedup"])
+    live_top = p.figure.data[pgv.trace_index(0, 2, 3)]
+    assert list(live_top.x) == [s.ratio] and live_top.y[0] == pytest.approx(point["speedup"])
+    assert "live run" in p.readout.value
+    p.weights_toggle.value = "fp32"                    # the fp32 slice has only the fp32 live run of the test above
+    assert [pt["draft_weights"] for pt in p.live["tiny"]] == ["fp32", "int8"]
+    assert list(p.figure.data[pgv.trace_index(0, 2, 3)].y) == pytest.approx([p.live["tiny"][0]["speedup"]])
+
+
+def test_model_toggle_snaps_the_draft_weights_to_what_the_grid_has(grid):
+    """A twin without int8 cells (a format-2 grid): the toggle offers fp32 only there, and int8 again on return."""
+    p = pgl.Playground({"tiny": grid, "plain": plain_like(grid, fp32_only=True)}, model="tiny")
+    p.weights_toggle.value = "int8"
+    p.model_toggle.value = "plain"
+    assert list(p.weights_toggle.options) == ["fp32"] and p.setting.draft_weights == "fp32"
+    np.testing.assert_allclose(p.figure.data[pgv.trace_index(0, 2, 0)].y,
+                               p.grids["plain"].vs_ratio("speedup", p.setting))
+    assert "the same knobs with" not in p.readout.value
+    p.model_toggle.value = "tiny"
+    assert list(p.weights_toggle.options) == ["fp32", "int8"] and p.setting.draft_weights == "fp32"
 
 
 def test_run_live_on_outside_prompts(grid):

@@ -1,7 +1,11 @@
 """Notebook 04's sentences: built from synthetic grids, each claim reversed by the data must turn."""
 
-from grid_fixtures import FALLING, HUMP, RISING, S, make_grid
+from grid_fixtures import FALLING, HUMP, RISING, S, S_INT8, make_grid
 from labkit.lessons import playground_claims as pc
+
+FASTER = {"speedup": lambda i, j: HUMP(i, j) + 0.4, "c": lambda i, j: 0.5 - 0.2 * i}      # int8: cheaper, faster
+SLOWER = {"speedup": lambda i, j: HUMP(i, j) - 0.3, "c": lambda i, j: 0.9 - 0.2 * i}      # int8: dearer, slower
+TIED = {"speedup": lambda i, j: HUMP(i, j) + 0.01}                                      # ranges overlap
 
 
 def test_peak_answer_follows_the_curve():
@@ -88,3 +92,51 @@ def test_bench_sentence_names_the_fastest_row():
     assert "self-spec, adaptive threshold reaches 1.30x" in text
     rows[2]["speedup_vs_generate"] = 0.9
     assert pc.bench_sentence(rows).startswith("The fastest row is self-spec, adaptive threshold (1.30x")
+
+
+def test_weights_sentence_names_the_faster_weights_or_the_noise():
+    faster = pc.weights_sentence(make_grid(HUMP, int8=FASTER))
+    assert faster.startswith("The fastest cell reads int8 draft weights: 1.82× (min–max 1.80–1.84; skip ratio 0.500")
+    assert "vs 1.42× with fp32 (min–max 1.40–1.44), beyond the noise" in faster
+    assert "cut the draft cost c from 0.55 to 0.30 of a plain step" in faster and "streaming from memory" in faster
+    assert "accepted / drafted stays at about" in faster and "token-identical" in faster
+    slower = pc.weights_sentence(make_grid(HUMP, int8=SLOWER))
+    assert slower.startswith("The fastest cell reads fp32 draft weights: 1.42×") and "vs 1.12× with int8" in slower
+    assert "raise the draft cost c from 0.55 to 0.70" in slower and "streaming" not in slower
+    tied = pc.weights_sentence(make_grid(HUMP, int8=TIED))
+    assert "within the noise of each other" in tied and "reads" not in tied.split(".")[0]
+    assert "leave the draft cost c at about 0.55" in tied
+    worse = make_grid(HUMP, int8=dict(FASTER, acceptance=lambda i, j: 0.7 - 0.2 * i))
+    assert "accepted / drafted falls from 0.76 to 0.50" in pc.weights_sentence(worse)
+    assert "holds fp32 draft weights only" in pc.weights_sentence(make_grid(HUMP))
+
+
+def test_weights_answer_compares_the_two_weights_at_the_setting():
+    answer = pc.weights_answer(make_grid(HUMP, int8=FASTER), S)
+    assert answer.startswith("At skip ratio 0.500, adaptive policy, threshold 0.5 and max draft 4, int8 draft "
+                             "weights cut the draft cost c from 0.55 to 0.30")
+    assert "The speedup is 1.81× with int8 against 1.41× with fp32: int8 is faster beyond the noise" in answer
+    assert "fp32 is faster beyond the noise" in pc.weights_answer(make_grid(HUMP, int8=SLOWER), S)
+    assert "with fp32: within the noise" in pc.weights_answer(make_grid(HUMP, int8=TIED), S)
+    assert pc.weights_answer(make_grid(HUMP, int8=FASTER), S_INT8) == answer        # the same knobs, either toggle
+
+
+def test_answers_follow_the_selected_draft_weights():
+    grid = make_grid(HUMP, int8={"speedup": RISING})          # fp32 peaks at 0.5, int8 at the highest ratio
+    assert "peaks at skip ratio 0.500" in pc.guiding_answers(grid, None, S)[0]["answer"]
+    assert "peaks at skip ratio 0.750" in pc.guiding_answers(grid, None, S_INT8)[0]["answer"]
+    assert "this grid's int8 cells" in pc.guiding_answers(grid, None, S_INT8)[1]["answer"]
+    answers = pc.guiding_answers(grid, make_grid(lambda i, j: 0.9, name="plain"), S_INT8)
+    assert len(answers) == 4 and "plain" in answers[2]["question"] and "int8" in answers[3]["question"]
+    assert answers[3]["answer"] == pc.weights_answer(grid, S_INT8)
+    assert len(pc.guiding_answers(make_grid(HUMP), None, S)) == 2           # fp32 only: no draft-weights question
+
+
+def test_best_found_and_summary_compare_the_draft_weights():
+    assert "draft weights" not in pc.best_found_sentence(make_grid(HUMP)).split(": ", 1)[1].split(")")[1]
+    both = pc.best_found_sentence(make_grid(HUMP, int8=FASTER))
+    assert "int8 draft weights, 1.82×" in both and "The fastest cell reads int8 draft weights" in both
+    assert "The fastest cell reads fp32" in pc.best_found_sentence(make_grid(HUMP, int8=SLOWER))
+    bullets = pc.summary(make_grid(HUMP, int8=TIED), make_grid(lambda i, j: 0.9, name="plain"), S)
+    assert len(bullets) == 5 and "within the noise of each other" in bullets[3] and "never the output" in bullets[3]
+    assert "reads int8" in pc.summary(make_grid(HUMP, int8=FASTER), None, S)[2]
