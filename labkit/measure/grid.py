@@ -276,7 +276,7 @@ def _grid_entries(model_name, n_layers: int, cfg: GridConfig, skip_sets, search_
                    if e["ratio"] <= cfg.max_ratio + 1e-9]
         if not entries:
             raise ValueError(f"no searched skip set of {model_name!r} has a skip ratio <= {cfg.max_ratio}")
-        return entries, "labkit.best_skip_set (search results, best set per 0.125-wide ratio bucket)"
+        return entries, "labkit.best_skip_set (search results: the skip set of the best draft per 0.125-wide ratio bucket)"
     entries = [{"bucket": list(ratio_buckets()[bucket_index(s.ratio(n_layers))]), "ratio": s.ratio(n_layers),
                 "n_skipped": s.n_skipped, "skip": s.to_dict()} for s in skip_sets]
     return sorted(entries, key=lambda e: e["ratio"]), "given skip sets"
