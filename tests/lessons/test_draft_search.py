@@ -1,0 +1,69 @@
+"""Notebook 02, section 8: the sentences say what the numbers say, and "within the noise" when ranges overlap."""
+import pandas as pd
+import pytest
+
+from labkit.lessons import draft_search
+
+
+def frame(rows):
+    out = [{"source": s, "method": "plain loop", "speedup": 1.0, "speedup_min": 1.0, "speedup_max": 1.0,
+            "acceptance": float("nan"), "identical": True} for s in ("stdlib", "packages")]
+    for method, values in rows.items():
+        for source, (mid, lo, hi) in zip(("stdlib", "packages"), values):
+            out.append({"source": source, "method": method, "speedup": mid, "speedup_min": lo, "speedup_max": hi,
+                        "acceptance": 0.8, "identical": True})
+    return pd.DataFrame(out)
+
+
+def test_summary_is_the_geometric_mean_over_sources():
+    summary = draft_search.draft_summary(frame({"a": [(2.0, 1.8, 2.2), (0.5, 0.4, 0.6)]}))
+    assert list(summary) == ["a"]                                            # the plain loop left out
+    assert summary["a"]["speedup"] == pytest.approx(1.0)
+    assert summary["a"]["low"] == pytest.approx((1.8 * 0.4) ** 0.5) and summary["a"]["identical"]
+
+
+@pytest.mark.parametrize("searched, expected", [
+    ([(1.6, 1.55, 1.65)] * 2, "the search's draft is faster beyond the noise"),
+    ([(1.2, 1.15, 1.25)] * 2, "the hand-made draft is faster beyond the noise"),
+    ([(1.42, 1.3, 1.5)] * 2, "within the noise of each other"),
+])
+def test_searched_against_handmade(searched, expected):
+    summary = draft_search.draft_summary(frame({"searched": searched, "hand": [(1.4, 1.35, 1.45)] * 2}))
+    assert expected in draft_search.searched_vs_handmade_sentence(summary, "searched", "hand")
+
+
+def test_objectives_sentence_reports_prediction_and_measurement():
+    summary = draft_search.draft_summary(frame({"m": [(0.9, 0.85, 0.95)] * 2, "p": [(1.5, 1.45, 1.55)] * 2}))
+    text = draft_search.objectives_sentence(summary, {"m": 1.35, "p": 1.8})
+    assert "m predicted 1.35x, measured 0.90x" in text and "p has the highest measured speedup" in text
+    assert "beyond the spread over repeats" in text
+    close = draft_search.draft_summary(frame({"m": [(1.4, 1.3, 1.5)] * 2, "p": [(1.45, 1.35, 1.55)] * 2}))
+    assert "within the spread over repeats" in draft_search.objectives_sentence(close, {"m": 1.35, "p": 1.8})
+
+
+def test_bo_cost_sentence():
+    comparison = {"trials": 60, "seconds": {"gp": [120.0, 130.0, 125.0], "random": [60.0, 66.0, 63.0]},
+                  "final": {"gp": [4.2, 4.3, 4.25], "random": [5.3, 5.4, 5.35]}}
+    text = draft_search.bo_cost_sentence(comparison)
+    assert "GP has the lowest" in text and "beyond the spread over seeds" in text
+    assert "GP's own proposal cost 1.03 s a trial" in text
+    comparison["final"]["random"] = [4.28, 4.5, 4.6]
+    assert "within the spread over seeds" in draft_search.bo_cost_sentence(comparison)
+
+
+def test_shipped_search_sentence():
+    best = {"objective": "priced", "overall": {"trial": 59, "study": "default-priced", "chosen_by": "wall clock (final check)"}}
+    assert "the fastest on the wall clock of its top 5" in draft_search.shipped_search_sentence(best, 208, 600.0)
+    best["overall"]["chosen_by"] = "objective"
+    assert "the lowest objective value" in draft_search.shipped_search_sentence(best, 208, None)
+
+
+def test_speedup_bars_figure_draws_the_summary():
+    from labkit.viz.search import speedup_bars_figure
+
+    summary = draft_search.draft_summary(frame({"a": [(1.5, 1.4, 1.6)] * 2, "b": [(0.9, 0.8, 1.0)] * 2}))
+    fig = speedup_bars_figure(summary, title="t")
+    bar = fig.data[0]
+    assert list(bar.y) == ["a", "b"] and list(bar.x) == pytest.approx([1.5, 0.9])
+    assert list(bar.error_x.array) == pytest.approx([0.1, 0.1]) and list(bar.error_x.arrayminus) == pytest.approx([0.1, 0.1])
+    assert fig.layout.xaxis.range[0] == pytest.approx(0.7)                 # starts near the lowest range, not at 0
