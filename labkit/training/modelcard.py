@@ -9,6 +9,8 @@ import json
 import shlex
 from pathlib import Path
 
+from ..artifacts.paths import SEARCH_DIR
+from ..artifacts.results import search_hint
 from .config import SKIP_ROBUST_SETTINGS, TrainConfig
 
 __all__ = ["write_model_card", "train_command"]
@@ -78,6 +80,27 @@ def _draft_head_section(model_dir: Path) -> str:
 `draft_head/` holds a residual linear map (h -> h + W h + b, {head['hidden_size']} x {head['hidden_size']}) that the self-draft applies to its last hidden state when it skips attention {skip['attention']} and MLP {skip['mlp']}; the target never runs it, so decoding stays lossless (`labkit.load_draft_head`, `speculative_generate(draft_head=...)`). Fitted with `{info['command']}` on {info['machine']} (torch {info['torch']}; {info['seconds']:.0f} s when the model's greedy continuations are already in data/checkpoints, about 5 minutes more on 2 cores to generate them): KL(full || draft) + cross-entropy against the full model's top-1 token on {info['positions']:,} positions of the model's own greedy continuations ({info['config']['new_tokens']} tokens) of {info['windows'] - info['held_out_windows']:,} windows of the training split, {info['config']['epochs']} epochs. On the {info['held_out_windows']} held-out windows the draft's top-1 agrees with the full model's on {held['without_head']:.3f} of positions without the head and {held['with_head']:.3f} with it. Stop threshold recorded with it: {head['threshold']} (chosen on the choosing prompts, `docs/notes/draft_head_threshold.py`)."""
 
 
+def _search_section(model_dir: Path) -> str:
+    """The draft configuration the lab's search ships for this model (``data/search/<name>/best.json``), if any."""
+    path = SEARCH_DIR / model_dir.name / "best.json"
+    if not path.exists():
+        return ""
+    best = json.loads(path.read_text())
+    overall = best["overall"]
+    config = overall.get("config") or {"skip": overall["skip"]}
+    skip = config["skip"]
+    how = (f"the fastest of its five best configurations on the wall clock (final check: "
+           f"{overall['final_geomean_speedup']:.2f}x the plain loop over the choosing prompts)"
+           if overall.get("chosen_by", "").startswith("wall clock") else "its lowest objective value")
+    draft = (f"{config.get('draft_weights') or 'fp32'} draft weights, {config.get('policy', 'static')} stop rule "
+             f"(threshold {config.get('threshold', 0.5)}, at most {config.get('max_draft', 12)} drafted)"
+             if "draft_weights" in config else "the lab's default stop rule")
+    return f"""
+
+## Shipped draft configuration
+`labkit.best_config("{model_dir.name}")`: skip attention {skip['attention']} and MLP {skip['mlp']}, {draft}. Chosen by the lab's Bayesian search ({best['objective']} objective, {best['n_trials']} trials over {len(best['studies'])} studies; {search_hint(model_dir.name)}) as {how}. Why and how it compares: the README's "Search" section and `docs/decisions.md`."""
+
+
 def write_model_card(model_dir: Path) -> Path:
     """Write MODEL_CARD.md from the folder's training.json (and robustness.json when present); returns its path."""
     model_dir = Path(model_dir)
@@ -118,7 +141,7 @@ Validation loss (full validation split, nats/token): **{rec['validation_loss']:.
 {hist}
 
 ## Skip robustness
-{_robustness_section(rob)}{_draft_head_section(model_dir)}"""
+{_robustness_section(rob)}{_draft_head_section(model_dir)}{_search_section(model_dir)}"""
     path = model_dir / "MODEL_CARD.md"
     path.write_text(text)
     return path
