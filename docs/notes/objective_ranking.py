@@ -2,7 +2,10 @@
 
 A search returns its best configuration, so what matters is not an objective's rank correlation over a whole pool
 but whether the configurations it puts first are the ones that decode fastest on text it never chose on. This
-script takes a pool of skip sets (random sets stratified over the skip ratio, plus the model's trained draft path),
+script takes a pool of skip sets: random sets stratified over the skip ratio, the model's trained draft path, and the
+sets searches return (the previous modelled search's shipped best, the 5 best sets of a 100-trial modelled search run
+here, the 5 best distinct sets of the shipped priced search), since an objective's error matters where a search
+pushes it;
 drafts each with the lab's default stop rule (static threshold 0.5, at most 12) and the model's own weights (the
 ``modelled`` objective knows no other), and scores every set with the three objectives of ``labkit.search``:
 
@@ -15,7 +18,7 @@ loop, ``--repeats`` times. Printed: each objective's Spearman rho against the he
 of its top 5 and of its best, and its regret (the pool's best held-out speedup minus that of the objective's pick),
 with the held-out speedups' spread over repeats so a difference can be read against the noise.
 
-    python docs/notes/objective_ranking.py --model default          # about 5 minutes on 2 cores
+    python docs/notes/objective_ranking.py --model default          # about 8 minutes on 2 cores
 """
 import argparse
 import json
@@ -32,21 +35,48 @@ from labkit.core.draft_config import DraftConfig
 from labkit.measure.adaptive import compare_configs
 from labkit.measure.costmodel import measure_cost_model
 from labkit.measure.machine import machine_info
+from labkit.artifacts.paths import SEARCH_DIR
+from labkit.core.skip import SkipSet, parse_skip_set
+from labkit.search import run_search
 from labkit.search.objectives import build_objective, objective_settings
-from labkit.search.space import stratified_sets
+from labkit.search.space import skip_from_params, stratified_sets
 
 SOURCES = ("stdlib", "packages", "stdlib-long", "packages-long")
+OLD_SKIP = "attention=1,4,5,6,7;mlp=1,2,3,5,6"      # default's shipped best before issue 26 (modelled objective)
 
 
-def pool(model_name: str, n_layers: int, n_random: int) -> dict[str, DraftConfig]:
+def searched_sets(model_name: str, cost_model) -> dict[str, SkipSet]:
+    """The sets searches return: a live 100-trial modelled search's top 5, the shipped priced search's top 5."""
+    study = run_search(model_name, objective="modelled", trials=100, storage=":memory:", cost_model=cost_model,
+                       progress=False).study
+    n_layers = cost_model.n_layers
+    out, seen = {}, set()
+    for t in sorted(study.trials, key=lambda t: t.value):
+        skip = skip_from_params(t.params, n_layers)
+        if skip and skip not in seen and len(seen) < 5:
+            seen.add(skip)
+            out[f"modelled search #{t.number}"] = skip
+    rows = json.loads((SEARCH_DIR / model_name / "trials.json").read_text())
+    for row in sorted(rows, key=lambda r: r["value_ms_per_token"]):
+        skip = SkipSet(attention=row["attention"], mlp=row["mlp"])
+        if skip and skip not in out.values() and sum(l.startswith("priced") for l in out) < 5:
+            out[f"priced search {row['study']} #{row['trial']}"] = skip
+    return out
+
+
+def pool(model_name: str, n_layers: int, n_random: int, cost_model) -> dict[str, DraftConfig]:
     sets = {f"random {i}": s for i, s in enumerate(stratified_sets(n_layers, n_random, seed=7, max_ratio=0.875))}
     sets.update(trained_draft_path(model_name))
+    if model_name == "default":
+        sets["modelled search before issue 26"] = parse_skip_set(OLD_SKIP)
+    for label, skip in searched_sets(model_name, cost_model).items():
+        if skip not in sets.values():
+            sets[label] = skip
     return {label: DraftConfig(skip, None, "static", 0.5, 12) for label, skip in sets.items() if skip}
 
 
-def objective_scores(model, tokenizer, configs: dict) -> dict[str, dict[str, float]]:
+def objective_scores(model, tokenizer, configs: dict, cost_models: dict) -> dict[str, dict[str, float]]:
     """{objective: {label: predicted speedup over the plain loop}} (higher is better for all three)."""
-    cost_models = {w: measure_cost_model(model, draft_weights=w) for w in (None, "int8")}
     scores = {}
     for name in ("modelled", "measured", "priced"):
         overrides = {"sources": list(SOURCES), "n_prompts": 2, "max_new_tokens": 48} if name != "modelled" else {}
@@ -78,12 +108,17 @@ def report(scores: dict, truth: dict) -> dict:
     for name, score in scores.items():
         ranked = sorted(labels, key=lambda l: -score[l])
         rho = spearmanr([score[l] for l in labels], [truth[l]["speedup"] for l in labels]).statistic
+        optimism = {l: score[l] - truth[l]["speedup"] for l in labels}      # predicted minus held-out speedup
         out[name] = {"spearman_rho": rho, "top5_held_out": statistics.fmean(truth[l]["speedup"] for l in ranked[:5]),
+                     "optimism_top5": statistics.fmean(optimism[l] for l in ranked[:5]),
+                     "optimism_pool": statistics.fmean(optimism.values()),
                      "pick": ranked[0], "pick_predicted": score[ranked[0]], "pick_held_out": truth[ranked[0]]["speedup"],
                      "regret": best_true - truth[ranked[0]]["speedup"]}
         print(f"{name:9s} rho {rho:+.2f} | top-5 held-out {out[name]['top5_held_out']:.2f}x | pick {ranked[0]!r}: "
               f"predicted {score[ranked[0]]:.2f}x, held-out {truth[ranked[0]]['speedup']:.2f}x "
-              f"({truth[ranked[0]]['min']:.2f}-{truth[ranked[0]]['max']:.2f}) | regret {out[name]['regret']:.2f}")
+              f"({truth[ranked[0]]['min']:.2f}-{truth[ranked[0]]['max']:.2f}) | regret {out[name]['regret']:.2f} | "
+              f"predicted minus held-out: {out[name]['optimism_top5']:+.2f} on its top 5, "
+              f"{out[name]['optimism_pool']:+.2f} over the pool")
     return out
 
 
@@ -97,8 +132,9 @@ def main() -> None:
     torch.set_num_threads(1)
     t0 = time.perf_counter()
     model, tokenizer = labkit.load_model(args.model)
-    configs = pool(args.model, model.config.num_hidden_layers, args.n_random)
-    scores = objective_scores(model, tokenizer, configs)
+    cost_models = {w: measure_cost_model(model, draft_weights=w) for w in (None, "int8")}
+    configs = pool(args.model, model.config.num_hidden_layers, args.n_random, cost_models[None])
+    scores = objective_scores(model, tokenizer, configs, cost_models)
     truth = held_out(model, tokenizer, configs, args.repeats)
     info = machine_info()
     print(f"{len(configs)} drafts (fp32 weights, static 0.5), model {args.model}, {info.get('cpu_model')}; held-out: "

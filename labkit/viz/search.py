@@ -148,7 +148,7 @@ def best_so_far_figure(curves: Mapping[str, Sequence[Sequence[float]]], *, basel
         fig.add_hline(y=baseline_ms, line_dash="dash", line_color="black",
                       annotation_text=f"plain decoding {baseline_ms:.2f} ms/token", annotation_position="top right")
     fig.update_layout(title=title or f"Best skip set found so far, by sampler ({n_seeds} seeds)",
-                      xaxis_title="trials run", yaxis_title=f"best {UNIT} so far (lower is better)",
+                      xaxis_title="trials run", yaxis_title="best ms per token so far (lower: better)",
                       legend=dict(orientation="v"))
     return fig
 
@@ -173,7 +173,8 @@ def rank_scatter(result: Mapping, *, title: str | None = None) -> go.Figure:
 def speedup_bars_figure(summary: Mapping[str, Mapping[str, float]], *, title: str | None = None) -> go.Figure:
     """Speedup over the plain loop per draft (``{label: {"speedup", "low", "high"}}``, e.g.
     :func:`labkit.lessons.draft_search.draft_summary`), horizontal bars with the min-max range as error bars and
-    the plain loop's 1.0 as a line; the axis starts near the smallest range, so differences stay visible."""
+    the plain loop's 1.0 as a line; the axis starts near the smallest range, so differences stay visible, and each
+    draft's median is written in its axis label (inside the bar it would collide with the error bar)."""
     labels = list(summary)
     x = [float(summary[k]["speedup"]) for k in labels]
     low = [float(summary[k]["low"]) for k in labels]
@@ -182,12 +183,12 @@ def speedup_bars_figure(summary: Mapping[str, Mapping[str, float]], *, title: st
         y=labels, x=x, orientation="h", marker_color=PALETTE["speedup"],
         error_x=dict(type="data", symmetric=False, array=[h - v for h, v in zip(high, x)],
                      arrayminus=[v - lo for v, lo in zip(x, low)], color="#333333"),
-        text=[f"{v:.2f}x" for v in x], textposition="inside", insidetextanchor="end", name="speedup",
-        hovertemplate="%{y}: %{x:.2f}x<extra></extra>"))
+        name="speedup", hovertemplate="%{y}: %{x:.2f}x<extra></extra>"))
     fig.add_vline(x=1.0, line_dash="dash", line_color="black", annotation_text="plain loop",
                   annotation_position="bottom right")
     start = max(0.0, min(low + [1.0]) - 0.1)
     fig.update_layout(title=title or "Speedup over the plain loop", xaxis_title="× the plain loop (min-max over repeats)",
                       xaxis_range=[start, max(high + [1.0]) * 1.05], yaxis_autorange="reversed", showlegend=False,
-                      margin=dict(l=10))
+                      margin=dict(l=10), yaxis=dict(tickmode="array", tickvals=labels,
+                                                    ticktext=[f"{k}: {v:.2f}x" for k, v in zip(labels, x)]))
     return fig

@@ -65,5 +65,6 @@ def test_speedup_bars_figure_draws_the_summary():
     fig = speedup_bars_figure(summary, title="t")
     bar = fig.data[0]
     assert list(bar.y) == ["a", "b"] and list(bar.x) == pytest.approx([1.5, 0.9])
+    assert list(fig.layout.yaxis.ticktext) == ["a: 1.50x", "b: 0.90x"]
     assert list(bar.error_x.array) == pytest.approx([0.1, 0.1]) and list(bar.error_x.arrayminus) == pytest.approx([0.1, 0.1])
     assert fig.layout.xaxis.range[0] == pytest.approx(0.7)                 # starts near the lowest range, not at 0
