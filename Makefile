@@ -18,8 +18,10 @@ $(STAMP): pyproject.toml
 
 venv: $(STAMP)
 
+# jupyter/labconfig/default_setting_overrides.json (the lab's own JupyterLab defaults, added to the config path;
+# a user's settings still win): no "get notified about official Jupyter news?" prompt over the first figures.
 lab: $(STAMP)
-	$(VENV)/bin/jupyter lab --ip=127.0.0.1 --notebook-dir=notebooks $(if $(filter 0,$(shell id -u)),--allow-root)
+	JUPYTER_CONFIG_PATH="$(CURDIR)/jupyter$${JUPYTER_CONFIG_PATH:+:$$JUPYTER_CONFIG_PATH}" $(VENV)/bin/jupyter lab --ip=127.0.0.1 --notebook-dir=notebooks $(if $(filter 0,$(shell id -u)),--allow-root)
 
 test: $(STAMP)
 	$(PY) -m pytest

@@ -8,6 +8,7 @@ never mistaken for this model's); folders of results are named by :func:`model_k
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 from pathlib import Path
 
@@ -52,6 +53,26 @@ def _resolve(name_or_path: str | os.PathLike) -> tuple[str, list[str]]:
     return text, [f"shipped names {SHIPPED_MODELS}", f"local folder ./{text}", f"Hugging Face hub id {text!r}"]
 
 
+def _check_safetensors(folder: Path, shipped: bool) -> None:
+    """OSError naming a ``*.safetensors`` file of ``folder`` that is truncated or corrupt (shorter than its
+    header says, or a header that is not one), and how to get a whole copy; before safetensors' own terse error."""
+    for file in sorted(folder.glob("*.safetensors")):
+        size = file.stat().st_size
+        with open(file, "rb") as fh:
+            head = fh.read(8)
+            n = int.from_bytes(head, "little") if len(head) == 8 else -1
+            try:
+                header = json.loads(fh.read(n)) if 0 < n <= size - 8 else None
+                end = max((int(t["data_offsets"][1]) for k, t in header.items() if k != "__metadata__"), default=0)
+            except (ValueError, TypeError, KeyError, IndexError, AttributeError):
+                header = None
+        if header is None or size < 8 + n + end:
+            fix = ("reinstall the lab, or restore the shipped models with `git checkout data/models`" if shipped
+                   else "copy the checkpoint again from where it came from")
+            raise OSError(f"{file} is truncated or corrupt ({size} bytes"
+                          f"{f', its header promises {8 + n + end}' if header is not None else ''}): {fix}")
+
+
 def load_model(name_or_path: str | os.PathLike = "default", *, trust_remote_code: bool = False):
     """Load ``(model, tokenizer)``: eval mode, fp32, on CPU, safetensors weights only.
 
@@ -83,6 +104,8 @@ def load_model(name_or_path: str | os.PathLike = "default", *, trust_remote_code
             f"model {str(name_or_path)!r} is a {archs or config.model_type}; labkit supports "
             f"{', '.join(SUPPORTED_ARCHITECTURES)}"
         )
+    if is_local:
+        _check_safetensors(Path(source), shipped=str(name_or_path) in SHIPPED_MODELS)
     model = AutoModelForCausalLM.from_pretrained(
         source, dtype=torch.float32, use_safetensors=True, trust_remote_code=trust_remote_code,
         attn_implementation="eager" if "Gemma2ForCausalLM" in archs else "sdpa",  # Gemma2 has no sdpa path

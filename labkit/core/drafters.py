@@ -178,7 +178,7 @@ class ModelDrafter(Drafter):
     """A separate draft model sharing the target's tokenizer, with a KV cache of its own."""
 
     def __init__(self, model, draft_model):
-        check_supported(draft_model)
+        check_supported(draft_model, "draft_model")
         if draft_model.config.vocab_size != model.config.vocab_size:
             raise ValueError(
                 f"draft_model has a vocabulary of {draft_model.config.vocab_size} tokens, the model "

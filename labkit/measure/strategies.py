@@ -16,6 +16,7 @@ from ..artifacts.models import MODELS_DIR, model_key
 from ..artifacts.paths import RESULTS_DIR
 from ..artifacts.prompts import prompts
 from ..artifacts.results import skip_set_for
+from ..core.architectures import check_supported
 from ..core.skip import SkipSet
 from ..core.strategies import (STRATEGY_NAMES, InContextStrategy, KnapsackStrategy, OnTheFlyStrategy, SkipStrategy,
                                StaticStrategy)
@@ -28,6 +29,7 @@ __all__ = ["skip_strategy", "STRATEGY_NAMES", "block_importance", "strategy_cost
 
 def model_name_of(model) -> str:
     """The shipped name of a model loaded from data/models (else its folder or hub id)."""
+    check_supported(model)
     path = Path(str(getattr(model, "name_or_path", "") or ""))
     try:
         return path.resolve().relative_to(MODELS_DIR.resolve()).parts[0]
@@ -41,6 +43,7 @@ def block_importance(model, tokenizer, *, anchor: SkipSet | None = None, n_promp
     ``n_prompts`` held-out stdlib prompts (those that choose sets, never the benchmark's): u_b = log α(z0) -
     log α(z0 + b) for a block z0 keeps, log α(z0 - b) - log α(z0) for one it skips. Returns {"importance": u
     (2L, attention first), "anchor": z0, "anchor_alpha": α(z0), "n_positions"}. About 5 s for the lab's models."""
+    check_supported(model)
     L = model.config.num_hidden_layers
     anchor = anchor if anchor is not None else SkipSet()
     probe = AgreementProbe.from_prompts(model, tokenizer, [p.text for p in prompts(n_prompts, seed=seed)], n_tokens)
@@ -57,6 +60,7 @@ def block_importance(model, tokenizer, *, anchor: SkipSet | None = None, n_promp
 def strategy_cost_model(model, model_name: str | None = None) -> CostModel:
     """The model's cost model, tied across layers (identical layers cost the same): ``results/costmodel/<model>.json``
     when there is one (``python -m labkit.costmodel``), else measured now (a few seconds)."""
+    check_supported(model)
     name = model_name or model_name_of(model)
     path = RESULTS_DIR / "costmodel" / f"{model_key(name)}.json"
     cost_model = CostModel.load(path) if path.exists() else measure_cost_model(model, model_name=name)
@@ -84,6 +88,7 @@ def skip_strategy(name: str, model, *, skip: SkipSet | None = None, model_name: 
     """
     if name not in STRATEGY_NAMES:
         raise ValueError(f"strategy must be one of {', '.join(STRATEGY_NAMES)}, got {name!r}")
+    check_supported(model)
     if skip is None:
         skip, _ = skip_set_for(model_name or model_name_of(model), model.config.num_hidden_layers)
     elif not isinstance(skip, SkipSet):
@@ -107,6 +112,7 @@ def make_strategies(model, tokenizer, names=STRATEGY_NAMES, *, skip: SkipSet | N
                     cost_model=None, importance=None) -> dict[str, SkipStrategy]:
     """{name: fresh strategy} for several strategies at once, measuring the knapsack's inputs once.
     ``options``: {name: options for that strategy}."""
+    check_supported(model)
     options = options or {}
     if "knapsack" in names:
         cost_model = cost_model if cost_model is not None else strategy_cost_model(model)

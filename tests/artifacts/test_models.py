@@ -72,3 +72,26 @@ def test_pickle_only_weights_are_refused(tmp_path):
     torch.save(tiny.state_dict(), tmp_path / "pytorch_model.bin")
     with pytest.raises(OSError):
         load_model(tmp_path)
+
+
+@pytest.mark.parametrize("keep", [4, 100, -1000])
+def test_truncated_weights_name_the_file_and_the_fix(tmp_path, keep):
+    from tiny_models import save_tiny_model_folder
+
+    weights = save_tiny_model_folder(tmp_path / "tiny", n_layers=1) / "model.safetensors"
+    data = weights.read_bytes()
+    weights.write_bytes(data[:keep])                      # a copy cut short: in the header, or in the tensors
+    with pytest.raises(OSError, match="truncated or corrupt") as error:
+        load_model(tmp_path / "tiny")
+    assert str(weights) in str(error.value) and "copy the checkpoint again" in str(error.value)
+
+
+def test_truncated_shipped_weights_say_git_checkout(tmp_path, monkeypatch):
+    import shutil
+
+    shutil.copytree(models.MODELS_DIR / "draft", tmp_path / "draft", ignore=shutil.ignore_patterns("*.safetensors"))
+    weights = tmp_path / "draft" / "model.safetensors"
+    weights.write_bytes((models.MODELS_DIR / "draft" / "model.safetensors").read_bytes()[:1000])
+    monkeypatch.setattr(models, "MODELS_DIR", tmp_path)
+    with pytest.raises(OSError, match=r"truncated or corrupt.*git checkout data/models"):
+        load_model("draft")

@@ -17,14 +17,15 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))     # the layer's own helpers (servers, pages, notebook_page)
-from servers import (CHROMIUM_ARGS, DEFAULT_CHROMIUM, INSTALL_HINT, REPO, SHOTS, chromium_path, free_port,
-                     stop_server, wait_for_http)
+from servers import (CHROMIUM_ARGS, DEFAULT_CHROMIUM, INSTALL_HINT, LAB_CONFIG, REPO, SHOTS, chromium_path,
+                     free_port, stop_server, wait_for_http)
 
 
 # -- Chromium -----------------------------------------------------------------------------------
@@ -81,11 +82,11 @@ def fast_copy(src: Path, dst: Path) -> None:
 
 
 def lab_settings(folder: Path) -> None:
-    """JupyterLab user settings for the test server: no news prompt (a toast that could cover a widget), and every
-    cell laid out all the time (the default, content-visibility, leaves off-screen cells at a guessed height until
-    they scroll in, so an output moves while a screenshot or a measurement is taken; what is drawn is the same)."""
-    settings = {"apputils-extension/notification": {"fetchNews": "false", "checkForUpdates": False},
-                "notebook-extension/tracker": {"windowingMode": "none"}}
+    """JupyterLab user settings for the test server: every cell laid out all the time (the default,
+    content-visibility, leaves off-screen cells at a guessed height until they scroll in, so an output moves while a
+    screenshot or a measurement is taken; what is drawn is the same). No news prompt comes from the lab's own
+    defaults (``jupyter/labconfig``, as ``make lab`` starts it), checked by :func:`lab`."""
+    settings = {"notebook-extension/tracker": {"windowingMode": "none"}}
     for name, values in settings.items():
         path = folder / "@jupyterlab" / f"{name}.jupyterlab-settings"
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -110,7 +111,7 @@ def lab(browser):
 
     root = lab_root(notebook_paths())
     port, token = free_port(), os.urandom(16).hex()
-    env = {**os.environ, "JUPYTERLAB_SETTINGS_DIR": str(root / "settings"),
+    env = {**os.environ, "JUPYTER_CONFIG_PATH": str(LAB_CONFIG), "JUPYTERLAB_SETTINGS_DIR": str(root / "settings"),
            "JUPYTERLAB_WORKSPACES_DIR": str(root / "workspaces"), "TOKENIZERS_PARALLELISM": "false"}
     cmd = [sys.executable, "-m", "jupyterlab", "--no-browser", "--ip=127.0.0.1", f"--port={port}",
            "--ServerApp.port_retries=0", f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}",
@@ -123,6 +124,9 @@ def lab(browser):
     url = f"http://127.0.0.1:{port}"
     try:
         wait_for_http(f"{url}/api/status?token={token}", proc, log)
+        news = f"{url}/lab/api/settings/@jupyterlab/apputils-extension:notification?token={token}"
+        with urllib.request.urlopen(news, timeout=30) as r:      # the news prompt (a toast over the figures) is off
+            assert json.load(r)["schema"]["properties"]["fetchNews"]["default"] == "false", LAB_CONFIG
         yield LabServer(url, token, root)
     finally:
         stop_server(proc, f"{url}/api/shutdown?token={token}")

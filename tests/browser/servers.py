@@ -13,6 +13,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 SHOTS = REPO / "build" / "browser"
+LAB_CONFIG = REPO / "jupyter"     # the lab's JupyterLab defaults (labconfig/); `make lab` sets JUPYTER_CONFIG_PATH
 DEFAULT_CHROMIUM = "/usr/bin/chromium"
 # Flags that let Chromium run headless as root in a container on a closed network: no sandbox (root), no GPU,
 # and none of the background fetches (they would flood a closed network with refused connections).

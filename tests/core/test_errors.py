@@ -3,6 +3,7 @@ import pytest
 import torch
 
 from labkit import AdaptiveThreshold, FixedK, SkipSet, StaticThreshold, autoregressive_generate, speculative_generate
+from labkit.measure.strategies import block_importance, make_strategies, skip_strategy, strategy_cost_model
 from tiny_models import tiny_model
 
 
@@ -137,3 +138,21 @@ def test_adaptive_state_is_recorded_per_step_and_carries_across_calls(model):
     carried = policy.threshold
     out2 = speculative_generate(model, IDS, skip=SkipSet(mlp=[1, 2]), policy=policy, max_new_tokens=5)
     assert out2.trace.steps[0].threshold == carried
+
+
+@pytest.mark.parametrize("call", [
+    lambda: skip_strategy("knapsack", "default"),
+    lambda: skip_strategy("static", "default", skip=SkipSet()),
+    lambda: make_strategies("default", None),
+    lambda: block_importance("default", None),
+    lambda: strategy_cost_model("default"),
+    lambda: speculative_generate("default", IDS, max_new_tokens=2),
+])
+def test_a_model_name_where_a_loaded_model_belongs(call):
+    with pytest.raises(TypeError, match=r"model must be a loaded model, got the name 'default'.*labkit\.load_model"):
+        call()
+
+
+def test_a_draft_model_name_names_the_argument(model):
+    with pytest.raises(TypeError, match="draft_model must be a loaded model"):
+        speculative_generate(model, IDS, draft_model="draft", max_new_tokens=2)
