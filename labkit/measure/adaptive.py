@@ -111,6 +111,21 @@ def _speedup_spread(plain, method) -> dict:
     return {"speedup_min": min(each), "speedup_max": max(each)} if each else {}
 
 
+def _interleave(runs: dict, ids: list, repeats: int, bar) -> dict:
+    """Every run on every prompt, in turn, ``repeats`` times: {run: [(seconds per prompt, results) per repeat]}."""
+    seconds = {m: [([], []) for _ in range(repeats)] for m in runs}
+    for rep in range(repeats):
+        for x in ids:
+            for m, run in runs.items():
+                t0 = time.perf_counter()
+                out = run(x)
+                seconds[m][rep][0].append(time.perf_counter() - t0)
+                seconds[m][rep][1].append(out)
+                bar.update()
+    bar.close()
+    return seconds
+
+
 def compare_strategies(model, tokenizer, methods: Mapping[str, Callable[[], object]], *,
                        sources: Sequence = ("stdlib", "packages"), n_prompts: int = 4, max_new_tokens: int = 64,
                        repeats: int = 1, lookup: int = 0, policy: Callable[[], object] | None = None, seed: int = 0,
@@ -151,17 +166,8 @@ def compare_strategies(model, tokenizer, methods: Mapping[str, Callable[[], obje
                 model, x, skip=s, policy=p, max_new_tokens=max_new_tokens, lookup=lookup,
                 draft_weights=draft_weights.get(m), draft_head=h))
         autoregressive_generate(model, ids[0], 4)                              # warm-up
-        seconds = {m: [([], []) for _ in range(repeats)] for m in runs}
-        bar = tqdm(total=repeats * len(ids) * len(runs), desc=f"{label} prompts", disable=not progress)
-        for rep in range(repeats):
-            for x in ids:
-                for m, run in runs.items():
-                    t0 = time.perf_counter()
-                    out = run(x)
-                    seconds[m][rep][0].append(time.perf_counter() - t0)
-                    seconds[m][rep][1].append(out)
-                    bar.update()
-        bar.close()
+        seconds = _interleave(runs, ids, repeats, tqdm(total=repeats * len(ids) * len(runs), desc=f"{label} prompts",
+                                                        disable=not progress))
         plain_results = seconds[PLAIN][0][1]
         plain_ms = statistics.median(1e3 * sum(s) / max(1, sum(len(r.new_tokens) for r in rs))
                                      for s, rs in seconds[PLAIN])

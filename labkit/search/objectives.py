@@ -100,7 +100,7 @@ def plain_decode_ms(model, inputs: list[torch.Tensor], max_new_tokens: int) -> f
     return 1e3 * seconds / tokens
 
 
-def _as_config(draft, default_policy: Callable | None = None) -> tuple[DraftConfig | None, SkipSet]:
+def _as_config(draft) -> tuple[DraftConfig | None, SkipSet]:
     """(config or None, skip set) of what a trial evaluates: a DraftConfig, or a bare SkipSet (mask-only space)."""
     if isinstance(draft, DraftConfig):
         return draft, draft.skip
