@@ -225,8 +225,8 @@ def model_comparison_figure(grids: dict[str, PlaygroundGrid], setting: Setting |
     fig.update_yaxes(title_text="accepted / drafted", range=[0, 1.05], row=1, col=1)
     fig.update_yaxes(title_text="speedup (× vs plain loop)", rangemode="tozero", row=1, col=2)
     fig.update_xaxes(title_text="skip ratio (fraction of the 2L blocks skipped)")
-    fig.update_layout(title=f"{' vs '.join(grids)}: same decoding settings ({s0.policy} policy, threshold "
-                            f"{s0.threshold:g}, max draft {s0.max_draft}, {s0.draft_weights} draft weights), "
-                            f"different training",
+    fig.update_layout(title=f"{' vs '.join(grids)}: same decoding settings, different training<br>"
+                            f"<sup>{s0.policy} policy, threshold {s0.threshold:g}, max draft {s0.max_draft}, "
+                            f"{s0.draft_weights} draft weights</sup>",
                       template="plotly_white", height=440, legend=dict(orientation="h", y=-0.2, x=0))
     return fig

@@ -185,7 +185,7 @@ def speedup_bars_figure(summary: Mapping[str, Mapping[str, float]], *, title: st
                      arrayminus=[v - lo for v, lo in zip(x, low)], color="#333333"),
         name="speedup", hovertemplate="%{y}: %{x:.2f}x<extra></extra>"))
     fig.add_vline(x=1.0, line_dash="dash", line_color="black", annotation_text="plain loop",
-                  annotation_position="bottom right")
+                  annotation_position="top")
     start = max(0.0, min(low + [1.0]) - 0.1)
     fig.update_layout(title=title or "Speedup over the plain loop", xaxis_title="× the plain loop (min-max over repeats)",
                       xaxis_range=[start, max(high + [1.0]) * 1.05], yaxis_autorange="reversed", showlegend=False,
