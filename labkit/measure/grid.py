@@ -41,7 +41,7 @@ from ..artifacts.paths import PLAYGROUND_DIR
 from ..artifacts.prompts import benchmark_prompts, showcase_prompt
 from ..artifacts.results import bucket_index, ratio_buckets, skip_sets_by_bucket
 from ..core.decoding import autoregressive_generate, speculative_generate
-from ..core.policies import AdaptiveThreshold, StaticThreshold
+from ..core.draft_config import DraftConfig
 from ..core.skip import SkipSet
 from .analytic import trace_speedup
 from .costmodel import CostModel, measure_cost_model
@@ -146,12 +146,11 @@ class GridConfig:
 
 def make_policy(policy: str, threshold: float, max_draft: int):
     """A fresh draft policy: ``StaticThreshold(threshold, max_draft)`` or
-    ``AdaptiveThreshold(initial_threshold=threshold, max_draft=max_draft)`` (official defaults otherwise)."""
-    if policy == "static":
-        return StaticThreshold(float(threshold), int(max_draft))
-    if policy == "adaptive":
-        return AdaptiveThreshold(initial_threshold=float(threshold), max_draft=int(max_draft))
-    raise ValueError(f"policy must be one of {POLICIES}, got {policy!r}")
+    ``AdaptiveThreshold(initial_threshold=threshold, max_draft=max_draft)`` (official defaults otherwise), as
+    :meth:`~labkit.core.draft_config.DraftConfig.make_policy` makes them."""
+    if policy not in POLICIES:
+        raise ValueError(f"policy must be one of {POLICIES}, got {policy!r}")
+    return DraftConfig(policy=policy, threshold=float(threshold), max_draft=int(max_draft)).make_policy()
 
 
 def grid_path(model: str = "default", playground_dir=None) -> Path:
