@@ -54,7 +54,7 @@ def objectives_sentence(summary: dict, predicted: dict[str, float]) -> str:
                     lower_is_better=False, what="measured speedup",
                     spreads={label: (summary[label]["low"], summary[label]["high"]) for label in predicted
                              if label in summary}, noise="the spread over repeats")
-    return "; ".join(parts) + ". " + best
+    return "; ".join(parts) + ". " + best[:1].upper() + best[1:]
 
 
 def bo_cost_sentence(comparison: dict) -> str:

@@ -35,7 +35,7 @@ def test_searched_against_handmade(searched, expected):
 def test_objectives_sentence_reports_prediction_and_measurement():
     summary = draft_search.draft_summary(frame({"m": [(0.9, 0.85, 0.95)] * 2, "p": [(1.5, 1.45, 1.55)] * 2}))
     text = draft_search.objectives_sentence(summary, {"m": 1.35, "p": 1.8})
-    assert "m predicted 1.35x, measured 0.90x" in text and "p has the highest measured speedup" in text
+    assert "m predicted 1.35x, measured 0.90x" in text and "P has the highest measured speedup" in text
     assert "beyond the spread over repeats" in text
     close = draft_search.draft_summary(frame({"m": [(1.4, 1.3, 1.5)] * 2, "p": [(1.45, 1.35, 1.55)] * 2}))
     assert "within the spread over repeats" in draft_search.objectives_sentence(close, {"m": 1.35, "p": 1.8})
