@@ -7,7 +7,6 @@ overlap are "within the noise" of each other.
 """
 from __future__ import annotations
 
-import math
 import statistics
 
 from .claims import num, overlaps, who_wins
@@ -16,19 +15,14 @@ __all__ = ["draft_summary", "searched_vs_handmade_sentence", "objectives_sentenc
            "shipped_search_sentence"]
 
 
-def _geomean(values) -> float:
-    values = [float(v) for v in values]
-    return math.exp(statistics.fmean(math.log(v) for v in values)) if values and min(values) > 0 else float("nan")
-
-
 def draft_summary(frame) -> dict[str, dict]:
     """{draft label: {"speedup", "low", "high", "acceptance", "identical"}} over the sources of a comparison
     frame (the plain loop left out)."""
     rows = frame[frame["method"] != "plain loop"]
     out = {}
     for label, group in rows.groupby("method", sort=False):
-        out[label] = {"speedup": _geomean(group["speedup"]), "low": _geomean(group["speedup_min"]),
-                      "high": _geomean(group["speedup_max"]), "acceptance": float(group["acceptance"].mean()),
+        out[label] = {"speedup": statistics.geometric_mean(group["speedup"]), "low": statistics.geometric_mean(group["speedup_min"]),
+                      "high": statistics.geometric_mean(group["speedup_max"]), "acceptance": float(group["acceptance"].mean()),
                       "identical": bool(group["identical"].all())}
     return out
 

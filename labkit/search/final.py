@@ -9,7 +9,7 @@ geometric-mean speedup over the sources. The study keeps the result (user attrib
 """
 from __future__ import annotations
 
-import math
+import statistics
 import time
 
 import optuna
@@ -38,11 +38,6 @@ def top_configs(study, n_layers: int, k: int) -> list[tuple[int, float, DraftCon
     return out
 
 
-def _geomean(values) -> float:
-    values = [v for v in values if v > 0]
-    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else float("nan")
-
-
 def final_check(model="default", *, study_name: str, storage=None, top_k: int = 5, sources=None,
                 n_prompts: int = 4, max_new_tokens: int = 64, repeats: int = 3, loaded: tuple | None = None,
                 progress: bool = True) -> dict:
@@ -64,7 +59,7 @@ def final_check(model="default", *, study_name: str, storage=None, top_k: int = 
     comparison = compare_configs(model_obj, tokenizer, labels, sources=sources, n_prompts=n_prompts,
                                  max_new_tokens=max_new_tokens, repeats=repeats, held_out=False, progress=progress)
     frame = comparison.frame[comparison.frame["method"] != "plain loop"]
-    score = {m: _geomean(g["speedup"]) for m, g in frame.groupby("method")}
+    score = {m: statistics.geometric_mean(g["speedup"]) for m, g in frame.groupby("method")}
     chosen = max(score, key=score.get)
     record = {
         "chosen_trial": int(chosen[1:]), "config": labels[chosen].to_dict(), "geomean_speedup": score[chosen],

@@ -122,7 +122,7 @@ def _trace_counts(traces) -> dict:
     emitted, accepted = sum(t.n_emitted for t in traces), sum(t.n_accepted for t in traces)
     drafted, steps = sum(t.n_drafted for t in traces), sum(len(t.steps) for t in traces)
     return {"acceptance_rate": accepted / drafted if drafted else float("nan"), "tokens_per_step": emitted / steps,
-            "drafted_per_step": drafted / steps, "emitted": emitted}
+            "drafted_per_step": drafted / steps}
 
 
 class MeasuredObjective:
@@ -151,7 +151,6 @@ class MeasuredObjective:
         plain = self._plain_ms()
         spec, traces = self._spec_ms(draft)
         counts = _trace_counts(traces)
-        counts.pop("emitted")
         return {"value": self.baseline_ms * spec / plain, **counts, "speedup": plain / spec, "plain_ms": plain}
 
 
@@ -225,7 +224,6 @@ class PricedObjective:
         traces = _decode_all(self.model, self.inputs, config, None, self.max_new_tokens)
         value = self.price(config, traces)
         counts = _trace_counts(traces)
-        counts.pop("emitted")
         return {"value": value, **counts, "speedup": self.baseline_ms / value}
 
 
