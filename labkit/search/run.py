@@ -73,7 +73,7 @@ def model_card_sets(model, bucket, n_layers: int) -> dict[str, SkipSet]:
 def _warm_starts(model, store, expected: dict, bucket, n_layers: int, space: str) -> dict[str, dict]:
     """The parameters of a new study's first trials, by label (see the module docstring)."""
     if space == "config":
-        starts = {label: config for label, config in warm_start_configs(n_layers).items()}
+        starts = dict(warm_start_configs(n_layers))
         starts.update({f"{label}, int8 draft weights, static 0.5": DraftConfig(skip, "int8")
                        for label, skip in model_card_sets(model, bucket, n_layers).items()} if bucket else {})
         starts = {k: c for k, c in starts.items() if bucket is None or in_bucket(c.skip.ratio(n_layers), bucket)}
@@ -110,8 +110,9 @@ def _create_study(store, study_name: str, expected: dict, cost_model, starts: di
     for key, value in expected.items():
         study.set_user_attr(key, value)
     study.set_user_attr("unit", UNIT)
-    if _cost_record(cost_model):
-        study.set_user_attr(*_cost_record(cost_model))
+    record = _cost_record(cost_model)
+    if record:
+        study.set_user_attr(*record)
     # the marker goes last among the attributes (other workers wait for it) but before the warm-start
     # trials, so a worker that sees trials without a marker knows it is no labkit study
     study.set_user_attr(STUDY_MARKER, {"version": 1, "created_at": time.strftime("%Y-%m-%dT%H:%M:%S")})
