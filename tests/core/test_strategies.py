@@ -13,9 +13,11 @@ from labkit.core.forward import forward_tokens, model_output
 from labkit.core.sampling import Warp
 from labkit.core.skip import batched_skipping
 from labkit.core.state import DecodingState
+from labkit.core.expectation import expected_tokens
 from labkit.core.strategies import (InContextStrategy, KnapsackStrategy, Ledger, OnTheFlyStrategy, StaticStrategy,
-                                    _Acceptance, _Probation, _surrogate_proposal, capture_layer_calls, expected_tokens, knapsack, knapsack_set,
-                                    layer_dp, window_matchness)
+                                    capture_layer_calls, knapsack, knapsack_set, layer_dp, window_matchness)
+from labkit.core.strategies.base import Probation, SmoothedAcceptance
+from labkit.core.strategies.on_the_fly import _surrogate_proposal
 from labkit.core.verify import target_forward
 from tiny_models import ARCHITECTURES, tiny_model
 
@@ -218,7 +220,7 @@ def test_knapsack_proposes_by_model_and_keeps_what_measures_fastest():
 
 
 def test_probation_goes_back_to_the_best_measured_set_and_drops_the_worse():
-    p = _Probation(tokens=8)
+    p = Probation(tokens=8)
     for _ in range(3):
         assert p.count("old", 4, 3) is None               # the start set: 9 of 12 (0.75)
     p.moved()                                             # a proxy puts "new" in force
@@ -229,7 +231,7 @@ def test_probation_goes_back_to_the_best_measured_set_and_drops_the_worse():
 
 
 def test_probation_keeps_a_set_that_drafts_as_well():
-    p = _Probation(tokens=8)
+    p = Probation(tokens=8)
     p.count("old", 8, 6)
     p.moved()
     assert p.count("new", 8, 6) is None and not p.rejected and not p.settling
@@ -238,7 +240,7 @@ def test_probation_keeps_a_set_that_drafts_as_well():
 
 
 def test_acceptance_estimate_counts_judged_tokens():
-    a = _Acceptance(0.5, 1.0)
+    a = SmoothedAcceptance(0.5, 1.0)
     a.update(4, 4)                                        # all accepted: stays 1
     assert a.value == 1.0
     a.update(4, 1)                                        # one accepted (1), then the first rejected (0)

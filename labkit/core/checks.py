@@ -1,0 +1,53 @@
+"""Argument checks of one shape: a clear error that names the argument, raised before anything is changed.
+
+A value of the wrong type raises ``TypeError``, a value out of range ``ValueError``; both say what was expected
+and what was given. ``bool`` is never accepted as a number (``True`` is an ``int`` in Python).
+"""
+from __future__ import annotations
+
+import math
+from typing import Iterable
+
+__all__ = ["check_int", "check_number", "check_probability", "check_choice"]
+
+
+def _range_text(low, high) -> str:
+    if low is not None and high is not None:
+        return f" in [{low}, {high}]"
+    if low is not None:
+        return f" >= {low}"
+    return f" <= {high}" if high is not None else ""
+
+
+def check_int(name: str, value, low: int | None = None, high: int | None = None) -> int:
+    """``value`` if it is an integer in [low, high] (either bound may be None)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an integer{_range_text(low, high)}, got {value!r}")
+    if (low is not None and value < low) or (high is not None and value > high):
+        raise ValueError(f"{name} must be an integer{_range_text(low, high)}, got {value!r}")
+    return value
+
+
+def check_number(name: str, value, low: float | None = None, high: float | None = None, *,
+                 strict_low: bool = False) -> float:
+    """``value`` as a float if it is a real number (not NaN) in [low, high] (``strict_low``: > low)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
+        raise TypeError(f"{name} must be a number{_range_text(low, high)}, got {value!r}")
+    below = low is not None and (value <= low if strict_low else value < low)
+    if below or (high is not None and value > high):
+        bound = f" > {low}" if strict_low and high is None else _range_text(low, high)
+        raise ValueError(f"{name} must be a number{bound}, got {value!r}")
+    return float(value)
+
+
+def check_probability(name: str, value) -> float:
+    """``value`` as a float if it is a number in [0, 1]."""
+    return check_number(name, value, 0.0, 1.0)
+
+
+def check_choice(name: str, value, choices: Iterable):
+    """``value`` if it is one of ``choices``."""
+    choices = tuple(choices)
+    if value not in choices:
+        raise ValueError(f"{name} must be one of {', '.join(map(repr, choices))}; got {value!r}")
+    return value
