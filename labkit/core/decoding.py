@@ -27,7 +27,7 @@ from .skip import SkipSet
 from .state import DecodingState
 from .strategies import SkipStrategy
 from .trace import JacobiTrace, StepRecord, Trace
-from .verify import accept, verify
+from .verify import accept, full_forward, verify
 
 __all__ = ["GenerationResult", "autoregressive_generate", "speculative_generate", "prefill", "decode_one_token",
            "speculative_step"]
@@ -94,28 +94,32 @@ def _check_policy(policy) -> DraftPolicy:
 
 def speculative_step(state: DecodingState, drafter: Drafter, policy: DraftPolicy, budget: int,
                      keep_p: bool) -> StepRecord:
-    """One draft -> verify -> accept step with at most ``budget`` drafted tokens; returns its record."""
-    start, threshold = state.position, policy.threshold
+    """One draft -> verify -> accept step with at most ``budget`` drafted tokens; returns its record.
+
+    Phases timed for the record: drafting (less the drafter's choosing, ``draft.select_s``), verifying (the
+    forward, the verdict, accepting, the policy's update) and the drafter's own bookkeeping (choosing before the
+    draft, ``commit`` after it: a skip strategy's work)."""
+    threshold = policy.threshold
     t0 = time.perf_counter()
     draft = drafter.draft(state, budget, policy) if budget > 0 else Draft()
     t1 = time.perf_counter()
-    logits, hidden_states = drafter.verify_forward(state, draft)
-    verdict = verify(state, logits, draft, keep_p=keep_p)
-    verdict.hidden_states = hidden_states
+    logits, hidden_states = (draft.forward or full_forward)(state, draft)
+    verdict = verify(state, logits, draft, keep_p=keep_p, hidden_states=hidden_states)
     new, kind = accept(state, draft.tokens, verdict)
-    drafter.commit(state, start, verdict)
-    choose_s, learn_s = drafter.selection_seconds()      # a skip strategy's choosing, inside the two phases above
+    t2 = time.perf_counter()
+    drafter.commit(state, draft, verdict)
+    t3 = time.perf_counter()
     if draft.source == "model":                          # copied drafts say nothing about the model's confidence
         policy.update(len(draft), verdict.n_accepted)
     policy.observe_target(verdict.target_confidence)
-    t2 = time.perf_counter()
+    t4 = time.perf_counter()
     p_drafted = verdict.p[torch.arange(len(draft)), draft.tokens].tolist() if verdict.p is not None and draft.tokens else []
     return StepRecord(
-        position=start, drafted=draft.tokens, q=draft.q, confidence=draft.confidence, p=p_drafted,
+        position=verdict.start, drafted=draft.tokens, q=draft.q, confidence=draft.confidence, p=p_drafted,
         n_accepted=verdict.n_accepted, next_token=verdict.next_token if kind != "none" else -1, next_kind=kind,
-        threshold=threshold, draft_s=t1 - t0 - choose_s, verify_s=t2 - t1 - learn_s, policy_state=policy.state(),
-        n_emitted=len(new), draft_source=draft.source, target_confidence=verdict.target_confidence,
-        skip=draft.skip, select_s=choose_s + learn_s)
+        threshold=threshold, draft_s=t1 - t0 - draft.select_s, verify_s=(t2 - t1) + (t4 - t3),
+        policy_state=policy.state(), n_emitted=len(new), draft_source=draft.source,
+        target_confidence=verdict.target_confidence, skip=draft.skip, select_s=draft.select_s + (t3 - t2))
 
 
 @torch.inference_mode()
@@ -154,7 +158,7 @@ def speculative_generate(model, input_ids, *, skip: SkipSet | SkipStrategy | Non
     t_start = time.perf_counter()
     if state.prompt_length > 1 and max_new_tokens > 0:                   # everything but the pending token
         prefill(model, input_ids[:, :-1], state.cache)
-        drafter.prefill(state, input_ids[:, :-1])
+        drafter.prepare(state, input_ids[:, :-1])
     trace.prefill_s = time.perf_counter() - t_start
     while state.n_emitted < max_new_tokens:
         budget = min(policy.max_draft, max_new_tokens - state.n_emitted - 1)

@@ -1,25 +1,34 @@
 """Who proposes the draft: one small interface, one class per strategy, kept apart from the verify loop.
 
-A :class:`Drafter` answers two questions each step (the seam transformers' candidate generators use):
+A :class:`Drafter` has three members (the seam transformers' candidate generators use, plus a prefill hook):
 
-- ``draft(state, budget, policy)``: up to ``budget`` tokens d_1..d_γ with their draft probabilities q;
-- ``commit(state, start, verdict)``: what to keep, and what to learn, once the target has verified the draft.
+- ``prepare(state, prompt_ids)``: once, after the target has read the prompt;
+- ``draft(state, budget, policy) -> Draft``: up to ``budget`` tokens d_1..d_γ with their draft probabilities q;
+- ``commit(state, draft, verdict)``: what to keep, and what to learn, once the target has verified that draft.
 
-Two optional hooks let a drafter share work with the verifier: ``needs_hidden_states`` (the verify forward
-then also returns the target's hidden states, in ``verdict.hidden_states``) and ``verify_forward`` (a drafter
-whose draft already computed part of the target's forward, as an early-exit draft does, may finish it there).
+Everything else travels with the :class:`Draft`: who made it, the time spent choosing how to draft
+(``select_s``), and how the target should verify it (``forward``: None for one full forward; a drafter whose
+draft already computed part of the target's forward, as an early-exit draft does, or that wants the target's
+hidden states, as CLaSp does, puts its own function there). The :class:`~labkit.core.verify.Verdict` carries
+what verification learned (the hidden states when asked for, the position the step began at).
 
 Strategies: :class:`SelfDrafter` (the target with some blocks skipped, sharing the target's KV cache:
-Draft & Verify; the blocks may be a fixed :class:`~labkit.core.skip.SkipSet` or chosen before every draft by a
-:class:`~labkit.core.strategies.SkipStrategy`), :class:`ModelDrafter` (a separate small model with a cache of its own), and
-:class:`LookupDrafter` (tokens copied from earlier in the context, a point-mass q, falling back to
-another drafter when nothing matches). Drafting never decides what is emitted; verification does.
+Draft & Verify; the blocks are chosen before every draft by a :class:`~labkit.core.strategies.SkipStrategy`,
+:class:`~labkit.core.strategies.StaticStrategy` for a fixed :class:`~labkit.core.skip.SkipSet`),
+:class:`ModelDrafter` (a separate small model with a cache of its own), and :class:`LookupDrafter` (tokens copied
+from earlier in the context, a point-mass q, falling back to another drafter when nothing matches). Drafting
+never decides what is emitted; verification does.
+
+A draft is a chain today (node i's parent is node i - 1, the first node's the pending token: ``Draft.parents``);
+the interface leaves room for a tree (tokens with parents and per-node q) and for a drafter that drafts with the
+help of another one (a cascade): both only need ``draft`` and ``commit``.
 """
 from __future__ import annotations
 
 import time
 from contextlib import nullcontext
 from dataclasses import dataclass, field
+from typing import Callable
 
 import torch
 
@@ -32,8 +41,8 @@ from .policies import DraftPolicy
 from .sampling import sample
 from .skip import SkipSet, skipping
 from .state import DecodingState
-from .strategies import SkipStrategy
-from .verify import Verdict, target_forward
+from .strategies import SkipStrategy, StaticStrategy
+from .verify import Verdict
 
 __all__ = ["Draft", "Drafter", "SelfDrafter", "ModelDrafter", "LookupDrafter", "ngram_lookup", "make_drafter",
            "stop_signal"]
@@ -47,9 +56,18 @@ class Draft:
     q_dists: list[torch.Tensor] = field(default_factory=list)   # sampling only: q at each position, (V,) each
     source: str = "model"                                    # 'model' or 'lookup'
     skip: SkipSet | None = None                              # the set a self-draft skipped
+    drafter: object | None = None                            # who made it (wrappers pass their inner drafts on)
+    select_s: float = 0.0                                    # seconds spent choosing how to draft, inside draft()
+    forward: Callable | None = None                          # (state, draft) -> (logits (γ+1, V), hidden states
+                                                             # or None); None: one full forward of the target
 
     def __len__(self) -> int:
         return len(self.tokens)
+
+    @property
+    def parents(self) -> list[int]:
+        """Each node's parent (-1: the pending token). A chain: node i follows node i - 1."""
+        return list(range(-1, len(self.tokens) - 1))
 
     def add(self, token: int, q: torch.Tensor, keep_dist: bool) -> None:
         self.tokens.append(token)
@@ -60,27 +78,17 @@ class Draft:
 
 
 class Drafter:
-    """Interface. ``prefill`` reads the prompt (all but the pending token) into the drafter's own state."""
+    """Interface: ``prepare`` once per call, then ``draft`` and ``commit`` every step."""
 
-    needs_hidden_states: bool = False       # True: the verify forward also returns the target's hidden states
-
-    def prefill(self, state: DecodingState, prompt_ids: torch.Tensor) -> None:
-        """Called once, after the target read ``prompt_ids`` (1, T-1) into its cache."""
+    def prepare(self, state: DecodingState, prompt_ids: torch.Tensor) -> None:
+        """Called once, after the target read ``prompt_ids`` (1, T-1) (all but the pending token) into its cache."""
 
     def draft(self, state: DecodingState, budget: int, policy: DraftPolicy) -> Draft:
         raise NotImplementedError
 
-    def verify_forward(self, state: DecodingState, draft: Draft):
-        """The target's (logits (γ+1, V), hidden states or None) at [pending, d_1..d_γ]: one full forward."""
-        return target_forward(state, draft.tokens, hidden_states=self.needs_hidden_states)
-
-    def commit(self, state: DecodingState, start: int, verdict: Verdict) -> None:
-        """Called after every verification of a step that began at position ``start``; ``state.tokens``
+    def commit(self, state: DecodingState, draft: Draft, verdict: Verdict) -> None:
+        """Called after every verification of ``draft`` (the step began at ``verdict.start``); ``state.tokens``
         already holds what the step emitted, and the target's cache everything but the pending token."""
-
-    def selection_seconds(self) -> tuple[float, float]:
-        """Seconds a skip strategy spent choosing since the last call: (before the draft, after the verification)."""
-        return 0.0, 0.0
 
 
 def stop_signal(draft: Draft, state: DecodingState, policy: DraftPolicy) -> float:
@@ -111,67 +119,51 @@ def draft_tokens(model, cache, feed: list[int], start: int, state: DecodingState
 
 
 class SelfDrafter(Drafter):
-    """The target with the blocks in ``skip`` removed (Draft & Verify): no second model, one shared cache.
+    """The target with some blocks removed (Draft & Verify): no second model, one shared cache.
 
-    ``skip``: a fixed :class:`SkipSet`, or a :class:`SkipStrategy` asked for the set before every draft and
-    told how each verification went. ``weights``: None (the model's own) or "int8" (the draft reads int8 copies
-    of the kept blocks' weights, :mod:`labkit.core.draft_weights`; verification still uses the model's own).
-    ``head``: a :class:`~labkit.core.draft_head.DraftHead` fitted for the fixed set ``skip``, applied to the
-    draft's last hidden state only."""
+    ``skip``: a fixed :class:`SkipSet` (drafted through a :class:`StaticStrategy`) or a :class:`SkipStrategy`,
+    asked for the set before every draft and told how each verification went. ``weights``: None (the model's
+    own) or "int8" (the draft reads int8 copies of the kept blocks' weights, :mod:`labkit.core.draft_weights`;
+    verification still uses the model's own). ``head``: a :class:`~labkit.core.draft_head.DraftHead` fitted for
+    the fixed set ``skip``, applied to the draft's last hidden state only."""
 
     def __init__(self, model, skip: SkipSet | SkipStrategy | None = None, weights: str | None = None,
                  head: DraftHead | None = None):
         skip = skip if skip is not None else SkipSet()
-        if isinstance(skip, SkipStrategy):
-            self.strategy, self.skip = skip.bind(model), None
-            check_mask_free_drafting(model, True)            # a strategy may skip attention blocks
-        elif isinstance(skip, SkipSet):
-            self.strategy, self.skip = None, skip.validate(model.config.num_hidden_layers)
-            check_mask_free_drafting(model, bool(self.skip.attention))
-        else:
+        if not isinstance(skip, (SkipSet, SkipStrategy)):
             raise TypeError(f"skip must be a labkit.SkipSet or a skip strategy (labkit.skip_strategy), "
                             f"got {type(skip).__name__}")
         if head is not None and not isinstance(head, DraftHead):
             raise TypeError(f"draft_head must be a labkit DraftHead (labkit.load_draft_head), "
                             f"got {type(head).__name__}")
+        if isinstance(skip, SkipSet):
+            skip = skip.validate(model.config.num_hidden_layers)
+        check_mask_free_drafting(model, bool(skip.attention) if isinstance(skip, SkipSet) else True)
         if head is not None:                 # a strategy is never the set the head was fitted for: ValueError
-            head.check(model, skip if self.strategy is not None else self.skip)
+            head.check(model, skip)
+        self.strategy = (StaticStrategy(skip) if isinstance(skip, SkipSet) else skip).bind(model)
         self.weights = build_draft_weights(model, weights)
         self.model, self.head = model, head
-        self._drafted = (None, 0)            # (start position, tokens) of this drafter's last draft
 
-    def prefill(self, state: DecodingState, prompt_ids: torch.Tensor) -> None:
-        if self.strategy is not None:
-            self.strategy.start(state)
+    def prepare(self, state: DecodingState, prompt_ids: torch.Tensor) -> None:
+        self.strategy.start(state)
 
     def draft(self, state: DecodingState, budget: int, policy: DraftPolicy) -> Draft:
-        skip = self.strategy.choose(state) if self.strategy is not None else self.skip
         t0 = time.perf_counter()
+        skip = self.strategy.choose(state)
+        t1 = time.perf_counter()
         with skipping(self.model, skip), (self.weights.swapped() if self.weights else nullcontext()), \
                 (self.head.applied(self.model) if self.head is not None else nullcontext()):
             draft, _ = draft_tokens(self.model, state.cache, [state.tokens[-1]], state.position - 1, state, budget,
                                     policy)
-        if self.strategy is not None:
-            self.strategy.drafted(len(draft), time.perf_counter() - t0)
-        draft.skip, self._drafted = skip, (state.position, len(draft))
+        self.strategy.drafted(len(draft), time.perf_counter() - t1)
+        draft.skip, draft.drafter, draft.select_s = skip, self, t1 - t0
+        if self.strategy.needs_hidden_states:                    # the strategy watches the verify forward
+            draft.forward = self.strategy.verify_forward
         return draft
 
-    @property
-    def needs_hidden_states(self) -> bool:                      # type: ignore[override]
-        return self.strategy is not None and self.strategy.needs_hidden_states
-
-    def verify_forward(self, state: DecodingState, draft: Draft):
-        if self.strategy is not None and self.strategy.needs_hidden_states:     # the strategy watches it
-            return self.strategy.verify_forward(state, draft)
-        return super().verify_forward(state, draft)
-
-    def commit(self, state: DecodingState, start: int, verdict: Verdict) -> None:
-        if self.strategy is not None:
-            position, n_drafted = self._drafted
-            self.strategy.observe(state, start, verdict, n_drafted if position == start else 0)
-
-    def selection_seconds(self) -> tuple[float, float]:
-        return self.strategy.take_select_s() if self.strategy is not None else (0.0, 0.0)
+    def commit(self, state: DecodingState, draft: Draft, verdict: Verdict) -> None:
+        self.strategy.observe(state, verdict.start, verdict, len(draft) if draft.drafter is self else 0)
 
 
 class ModelDrafter(Drafter):
@@ -186,18 +178,19 @@ class ModelDrafter(Drafter):
             )
         self.model, self.cache, self.cached = draft_model, new_cache(draft_model), 0
 
-    def prefill(self, state: DecodingState, prompt_ids: torch.Tensor) -> None:
+    def prepare(self, state: DecodingState, prompt_ids: torch.Tensor) -> None:
         forward_tokens(self.model, prompt_ids, 0, self.cache, logits_to_keep=1)
         self.cached = prompt_ids.shape[1]
 
     def draft(self, state: DecodingState, budget: int, policy: DraftPolicy) -> Draft:
         draft, self.cached = draft_tokens(self.model, self.cache, state.tokens[self.cached:], self.cached, state,
                                           budget, policy)
+        draft.drafter = self
         return draft
 
-    def commit(self, state: DecodingState, start: int, verdict: Verdict) -> None:
-        # still valid: positions before ``start`` (the pending token included) and the accepted drafts
-        self.cached = min(self.cached, start + verdict.n_accepted)
+    def commit(self, state: DecodingState, draft: Draft, verdict: Verdict) -> None:
+        # still valid: positions before the step's start (the pending token included) and the accepted drafts
+        self.cached = min(self.cached, verdict.start + verdict.n_accepted)
         crop_to(self.cache, self.cached)
 
 
@@ -223,9 +216,9 @@ class LookupDrafter(Drafter):
             raise ValueError(f"lookup must be an integer >= 0, got {max_tokens!r}")
         self.max_tokens, self.fallback = max_tokens, fallback
 
-    def prefill(self, state: DecodingState, prompt_ids: torch.Tensor) -> None:
+    def prepare(self, state: DecodingState, prompt_ids: torch.Tensor) -> None:
         if self.fallback is not None:
-            self.fallback.prefill(state, prompt_ids)
+            self.fallback.prepare(state, prompt_ids)
 
     def draft(self, state: DecodingState, budget: int, policy: DraftPolicy) -> Draft:
         copied = ngram_lookup(state.tokens, min(self.max_tokens, budget))
@@ -235,28 +228,15 @@ class LookupDrafter(Drafter):
                 break
         if not copied:
             return self.fallback.draft(state, budget, policy) if self.fallback is not None else Draft()
-        draft = Draft(source="lookup")
+        draft = Draft(source="lookup", drafter=self)
         for token in copied:                                        # a point mass: q(d) = 1
             q = torch.nn.functional.one_hot(torch.tensor(token), state.vocab_size).float()
             draft.add(token, q, keep_dist=state.warp.do_sample)
         return draft
 
-    @property
-    def needs_hidden_states(self) -> bool:                      # type: ignore[override]
-        return self.fallback is not None and self.fallback.needs_hidden_states
-
-    def verify_forward(self, state: DecodingState, draft: Draft):
-        """The fallback's verify, for its own drafts and copied ones alike (a fallback that shares work with the
-        verifier, as an early-exit draft does, falls back to a plain full forward for drafts it did not make)."""
-        return self.fallback.verify_forward(state, draft) if self.fallback is not None else super().verify_forward(
-            state, draft)
-
-    def commit(self, state: DecodingState, start: int, verdict: Verdict) -> None:
-        if self.fallback is not None:
-            self.fallback.commit(state, start, verdict)
-
-    def selection_seconds(self) -> tuple[float, float]:
-        return self.fallback.selection_seconds() if self.fallback is not None else (0.0, 0.0)
+    def commit(self, state: DecodingState, draft: Draft, verdict: Verdict) -> None:
+        if self.fallback is not None:                   # its cache and what it learns follow every step
+            self.fallback.commit(state, draft, verdict)
 
 
 def make_drafter(model, *, skip: SkipSet | SkipStrategy | None = None, draft_model=None, lookup: int = 0,

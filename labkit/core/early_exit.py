@@ -36,6 +36,7 @@ would be γ + 1 positions off.
 from __future__ import annotations
 
 import contextlib
+import functools
 from typing import Iterator
 
 import torch
@@ -48,7 +49,6 @@ from .forward import cache_argument
 from .policies import DraftPolicy
 from .skip import SkipSet, decoder_layers, skipping
 from .state import DecodingState
-from .verify import target_forward
 
 __all__ = ["EarlyExitDrafter", "exit_skip_set", "late_forward"]
 
@@ -153,7 +153,8 @@ def late_forward(model, exit_layer: int, tokens: list[int], start: int, cache, k
 
 class EarlyExitDrafter(Drafter):
     """Draft with layers 0..``exit_layer``-1 + the final norm + the shared LM head; verify by finishing the
-    forward from layer ``exit_layer`` on (the early layers' cache and hidden states are reused)."""
+    forward from layer ``exit_layer`` on (the early layers' cache and hidden states are reused: the draft carries
+    them, in its ``forward``)."""
 
     def __init__(self, model, exit_layer: int):
         check_supported(model)
@@ -162,26 +163,22 @@ class EarlyExitDrafter(Drafter):
         check_mask_free_drafting(model, True)
         self.model = model
         self._exit_layer_module = decoder_layers(model)[exit_layer - 1]
-        self._draft: Draft | None = None            # the last draft made, and h_E of t_0, d_1..d_{γ-1}
-        self._hidden: list[torch.Tensor] = []
 
     def draft(self, state: DecodingState, budget: int, policy: DraftPolicy) -> Draft:
-        kept: list[torch.Tensor] = []
+        kept: list[torch.Tensor] = []                           # h_E of t_0, d_1..d_{γ-1}: one (1, 1, H) per forward
         with skipping(self.model, self.skip), _keeping_output(self._exit_layer_module, kept):
             draft, _ = draft_tokens(self.model, state.cache, [state.tokens[-1]], state.position - 1, state, budget,
                                     policy)
-        self._draft, self._hidden = draft, kept                 # one (1, 1, H) per forward: γ of them
+        draft.drafter, draft.skip = self, self.skip
+        if len(draft):
+            draft.forward = functools.partial(self.finish_forward, kept)
         return draft
 
-    def verify_forward(self, state: DecodingState, draft: Draft):
-        """p at [t_0, d_1..d_γ] from the early layers' kept work + layers E..L-1 (a plain full forward for a
-        draft this drafter did not make, e.g. a prompt-lookup copy, or an empty one)."""
-        mine, self._draft = draft is self._draft and len(draft) > 0, None
-        if not mine:
-            return target_forward(state, draft.tokens, hidden_states=self.needs_hidden_states)
-        if len(self._hidden) != len(draft):
-            raise RuntimeError(f"early-exit draft kept {len(self._hidden)} hidden states for {len(draft)} tokens")
-        kept = torch.cat(self._hidden, dim=1)                                # (1, γ, H): h_E of t_0, d_1..d_{γ-1}
-        self._hidden = []
+    def finish_forward(self, kept: list[torch.Tensor], state: DecodingState, draft: Draft):
+        """p at [t_0, d_1..d_γ] from the early layers' kept work (``kept``, one (1, 1, H) per drafted token) + layers
+        E..L-1: (logits (γ+1, V), None)."""
+        if len(kept) != len(draft):
+            raise RuntimeError(f"early-exit draft kept {len(kept)} hidden states for {len(draft)} tokens")
         tokens = [state.tokens[-1]] + draft.tokens
-        return late_forward(self.model, self.exit_layer, tokens, state.position - 1, state.cache, kept), None
+        return late_forward(self.model, self.exit_layer, tokens, state.position - 1, state.cache,
+                            torch.cat(kept, dim=1)), None

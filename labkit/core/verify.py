@@ -18,7 +18,8 @@ from .forward import model_output
 from .sampling import residual_distribution, sample
 from .state import DecodingState
 
-__all__ = ["Verdict", "target_forward", "verify", "verify_greedy", "verify_sampling", "accept"]
+__all__ = ["Verdict", "target_forward", "full_forward", "forward_with_hidden_states", "verify", "verify_greedy",
+           "verify_sampling", "accept"]
 
 
 @dataclass
@@ -28,6 +29,7 @@ class Verdict:
     p: torch.Tensor | None          # (γ+1, V) target probabilities (None: greedy without a trace)
     target_confidence: float = float("nan")   # p(next_token) at its position: how sure the target was
     hidden_states: tuple | None = None        # the target's hidden states at [pending, d_1..d_γ], when asked for
+    start: int = 0                            # the step began at this position (the pending token sits at start - 1)
 
 
 def verify_greedy(logits: torch.Tensor, drafted: list[int]) -> tuple[int, int]:
@@ -49,16 +51,18 @@ def verify_sampling(p: torch.Tensor, q_dists: list[torch.Tensor], drafted: list[
     return len(drafted), sample(p[len(drafted)], generator)
 
 
-def verify(state: DecodingState, logits: torch.Tensor, draft, *, keep_p: bool) -> Verdict:
-    """The verdict on ``draft`` given the target's logits (γ+1, V) at [pending, d_1..d_γ]."""
+def verify(state: DecodingState, logits: torch.Tensor, draft, *, keep_p: bool,
+           hidden_states: tuple | None = None) -> Verdict:
+    """The verdict on ``draft`` given the target's logits (γ+1, V) at [pending, d_1..d_γ] (and, when the draft
+    asked for them, its hidden states, which the verdict carries to the drafter)."""
     if state.warp.do_sample:
         p = state.warp.probs(logits)                                          # (γ+1, V)
         n, token = verify_sampling(p, draft.q_dists, draft.tokens, state.generator)
-        return Verdict(n, token, p, float(p[n, token]))
+        return Verdict(n, token, p, float(p[n, token]), hidden_states, state.position)
     n, token = verify_greedy(logits, draft.tokens)
     p = torch.softmax(logits.float(), dim=-1) if keep_p else None
     confidence = p[n, token] if p is not None else torch.softmax(logits[n].float(), dim=-1)[token]
-    return Verdict(n, token, p, float(confidence))
+    return Verdict(n, token, p, float(confidence), hidden_states, state.position)
 
 
 def target_forward(state: DecodingState, drafted: list[int], *, hidden_states: bool = False):
@@ -68,6 +72,16 @@ def target_forward(state: DecodingState, drafted: list[int], *, hidden_states: b
     out = model_output(state.model, [state.tokens[-1]] + drafted, state.position - 1, state.cache,
                        output_hidden_states=hidden_states)
     return out.logits[0], tuple(h[0] for h in out.hidden_states) if hidden_states else None
+
+
+def full_forward(state: DecodingState, draft) -> tuple[torch.Tensor, None]:
+    """How a draft is verified unless it says otherwise (``Draft.forward``): one full forward, logits only."""
+    return target_forward(state, draft.tokens)[0], None
+
+
+def forward_with_hidden_states(state: DecodingState, draft) -> tuple[torch.Tensor, tuple]:
+    """One full forward that also returns every layer's hidden states (for a drafter that learns from them)."""
+    return target_forward(state, draft.tokens, hidden_states=True)
 
 
 def accept(state: DecodingState, drafted: list[int], verdict: Verdict) -> tuple[list[int], str]:

@@ -17,7 +17,6 @@ exact p and q every acceptance decision of a :func:`~labkit.core.decoding.specul
 from __future__ import annotations
 
 import statistics
-import time
 from dataclasses import dataclass
 
 import torch
@@ -29,6 +28,7 @@ from ..core.policies import DraftPolicy, FixedK
 from ..core.sampling import residual_distribution
 from ..core.skip import SkipSet
 from .analytic import expected_tokens_per_step, speedup
+from .harness import phase_costs, timed
 
 __all__ = ["RULES", "SampledPosition", "RecordingDrafter", "record_positions", "alpha", "total_variation",
            "acceptance_probability", "rule_distribution", "simulate_rule", "ChiSquare", "distribution_test",
@@ -71,27 +71,18 @@ class RecordingDrafter(Drafter):
     """Drafts with ``inner`` and keeps the q of every drafted slot and the p the verifier computed (sampling only)."""
 
     def __init__(self, inner: Drafter):
-        self.inner, self.steps, self._draft = inner, [], None
+        self.inner, self.steps = inner, []
 
-    @property
-    def needs_hidden_states(self) -> bool:                      # type: ignore[override]
-        return self.inner.needs_hidden_states
-
-    def prefill(self, state, prompt_ids) -> None:
-        self.inner.prefill(state, prompt_ids)
+    def prepare(self, state, prompt_ids) -> None:
+        self.inner.prepare(state, prompt_ids)
 
     def draft(self, state, budget, policy):
-        self._draft = self.inner.draft(state, budget, policy)
-        return self._draft
+        return self.inner.draft(state, budget, policy)
 
-    def verify_forward(self, state, draft):
-        return self.inner.verify_forward(state, draft)
-
-    def commit(self, state, start, verdict) -> None:
-        draft, self._draft = self._draft, None                  # a step with no budget drafts nothing
-        if draft is not None and draft.tokens and verdict.p is not None:
-            self.steps.append((start, list(draft.tokens), list(draft.q_dists), verdict.p, verdict.n_accepted))
-        self.inner.commit(state, start, verdict)
+    def commit(self, state, draft, verdict) -> None:
+        if draft.tokens and verdict.p is not None:
+            self.steps.append((verdict.start, list(draft.tokens), list(draft.q_dists), verdict.p, verdict.n_accepted))
+        self.inner.commit(state, draft, verdict)
 
     def positions(self, temperature: float) -> list[SampledPosition]:
         """Every drafted token that was tested: the accepted ones and the first rejected one of each step."""
@@ -264,16 +255,16 @@ def _check_temperatures(temperatures) -> list[float]:
 
 
 def _sweep_run(model, ids, skip, temperature, gamma, max_new_tokens, seed) -> dict:
-    """Plain sampling, then speculative sampling, on one prompt at one temperature (same seed): their numbers."""
-    t0 = time.perf_counter()
-    plain = autoregressive_generate(model, ids, max_new_tokens, do_sample=True, temperature=temperature,
-                                    generator=torch.Generator().manual_seed(seed), eos_token_id=[])
-    t1 = time.perf_counter()
-    result, positions = record_positions(model, ids, skip=skip, temperature=temperature, policy=FixedK(gamma),
-                                         max_new_tokens=max_new_tokens, seed=seed)
-    t2 = time.perf_counter()
+    """Plain sampling, then speculative sampling, on one prompt at one temperature (same seed): their numbers
+    (each call timed by :func:`labkit.measure.harness.timed`)."""
+    plain, plain_s = timed(lambda: autoregressive_generate(
+        model, ids, max_new_tokens, do_sample=True, temperature=temperature,
+        generator=torch.Generator().manual_seed(seed), eos_token_id=[]))
+    (result, positions), spec_s = timed(lambda: record_positions(
+        model, ids, skip=skip, temperature=temperature, policy=FixedK(gamma), max_new_tokens=max_new_tokens,
+        seed=seed))
     s = result.trace.summary()
-    return {"plain_s": t1 - t0, "plain_tokens": len(plain.new_tokens), "spec_s": t2 - t1,
+    return {"plain_s": plain_s, "plain_tokens": len(plain.new_tokens), "spec_s": spec_s,
             "spec_tokens": s["emitted"], "steps": s["steps"], "drafted": s["drafted"], "accepted": s["accepted"],
             "tested": len(positions), "alpha_sum": sum(pos.alpha for pos in positions), "draft_s": s["draft_s"],
             "verify_s": s["verify_s"]}
@@ -284,8 +275,8 @@ def _sweep_row(temperature: float, runs: list[dict], gamma: int) -> dict:
     plain_ms = 1e3 * total["plain_s"] / total["plain_tokens"]
     spec_ms = 1e3 * total["spec_s"] / total["spec_tokens"]
     predicted = total["alpha_sum"] / total["tested"] if total["tested"] else float("nan")
-    c = 1e3 * total["draft_s"] / total["drafted"] / plain_ms if total["drafted"] else float("nan")
-    c_v = 1e3 * total["verify_s"] / total["steps"] / plain_ms
+    c, c_v = phase_costs(total["draft_s"], total["drafted"], total["verify_s"], total["steps"], plain_ms)
+    c = c if total["drafted"] else float("nan")
     E = expected_tokens_per_step(predicted, gamma) if total["tested"] else float("nan")
     return {"temperature": temperature, "gamma": gamma,
             "measured_alpha": total["accepted"] / total["tested"] if total["tested"] else float("nan"),

@@ -6,20 +6,24 @@ import torch
 
 from labkit import FixedK, SkipSet, autoregressive_generate, speculative_generate
 from labkit.core.drafters import Draft, Drafter, LookupDrafter, SelfDrafter, ngram_lookup
+from labkit.core.verify import forward_with_hidden_states
 from tiny_models import tiny_model
 
 
 class Recording(SelfDrafter):
-    """A self-drafter that keeps every verdict it is shown."""
-
-    needs_hidden_states = True
+    """A self-drafter that asks for the target's hidden states and keeps every verdict it is shown."""
 
     def __init__(self, model, skip):
         super().__init__(model, skip)
         self.verdicts = []
 
-    def commit(self, state, start, verdict):
-        self.verdicts.append((start, verdict))
+    def draft(self, state, budget, policy):
+        draft = super().draft(state, budget, policy)
+        draft.forward = forward_with_hidden_states
+        return draft
+
+    def commit(self, state, draft, verdict):
+        self.verdicts.append((verdict.start, verdict))
 
 
 class ConfidenceLog(FixedK):

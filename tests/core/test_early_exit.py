@@ -67,7 +67,7 @@ def test_early_exit_stops_at_eos_and_at_the_budget(model):
 
 @torch.no_grad()   # as speculative_generate runs it
 def test_shared_verify_gives_the_full_forwards_logits(model):
-    """verify_forward (early layers kept from the draft + late layers) == one plain full forward."""
+    """The draft's own forward (early layers kept from the draft + late layers) == one plain full forward."""
     ids = torch.randint(0, VOCAB, (1, 9), generator=torch.Generator().manual_seed(3))
 
     def fresh_state():
@@ -81,7 +81,7 @@ def test_shared_verify_gives_the_full_forwards_logits(model):
         draft = drafter.draft(state, 5, FixedK(5))
         lengths = layer_lengths(state.cache)                  # early layers hold t_0..d_{γ-1}, late ones not
         assert lengths[:exit_layer] == [8 + len(draft)] * exit_layer and lengths[exit_layer:] == [8] * (N_LAYERS - exit_layer)
-        shared, _ = drafter.verify_forward(state, draft)
+        shared, _ = draft.forward(state, draft)
         assert layer_lengths(state.cache) == [8 + len(draft) + 1] * N_LAYERS
         plain, _ = target_forward(fresh_state(), draft.tokens)
         assert shared.shape == plain.shape == (len(draft) + 1, VOCAB)

@@ -40,8 +40,9 @@ class Ledger:
 class SkipStrategy:
     """Interface. Subclasses implement ``_choose`` and ``_observe``; the public methods time them.
 
-    ``choose`` and ``observe`` keep a :class:`Ledger`; ``take_select_s`` hands the decoder the seconds spent
-    since it last asked, split into (before the draft, after the verification), for the step's record.
+    ``choose`` and ``observe`` keep a :class:`Ledger` (the budget of choosing); the decoder times both for the
+    step's record. A strategy that learns from the target's hidden states says so with ``needs_hidden_states``
+    before a draft, and its ``verify_forward`` then verifies that draft.
     """
 
     name = "strategy"
@@ -53,7 +54,6 @@ class SkipStrategy:
         self.skip = SkipSet()           # the set in force (the last one chosen)
         self.last_step_s: float | None = None
         self._ready_at: float | None = None
-        self._pending = [0.0, 0.0]
 
     # -- the decoder's side ---------------------------------------------------------------
     def bind(self, model) -> "SkipStrategy":
@@ -70,7 +70,6 @@ class SkipStrategy:
         t0 = time.perf_counter()
         self.skip = self._choose(state).validate(self.n_layers)
         self._ready_at = time.perf_counter()
-        self._pending[0] += self._ready_at - t0
         self.ledger.select_s += self._ready_at - t0
         return self.skip
 
@@ -83,14 +82,7 @@ class SkipStrategy:
             self.ledger.decode_s += self.last_step_s                  # this step's draft + verify
         self._ready_at = None
         self._observe(state, start, verdict, n_drafted)
-        spent = time.perf_counter() - t0
-        self._pending[1] += spent
-        self.ledger.select_s += spent
-
-    def take_select_s(self) -> tuple[float, float]:
-        """Seconds spent choosing (before the draft, after the verification) since the last call."""
-        out, self._pending = tuple(self._pending), [0.0, 0.0]
-        return out
+        self.ledger.select_s += time.perf_counter() - t0
 
     @property
     def needs_hidden_states(self) -> bool:
@@ -125,7 +117,7 @@ class SkipStrategy:
     def reset(self) -> None:
         """Forget what was learned and the time spent."""
         self.ledger = Ledger()
-        self._ready_at, self._pending = None, [0.0, 0.0]
+        self._ready_at = None
 
 
 class StaticStrategy(SkipStrategy):
