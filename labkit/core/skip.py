@@ -79,10 +79,6 @@ class SkipSet:
         return [i in att for i in range(n_layers)] + [i in mlp for i in range(n_layers)]
 
     @classmethod
-    def none(cls) -> "SkipSet":
-        return cls()
-
-    @classmethod
     def all(cls, n_layers: int) -> "SkipSet":
         return cls(attention=range(n_layers), mlp=range(n_layers))
 

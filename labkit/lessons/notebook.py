@@ -21,7 +21,7 @@ from ..artifacts.models import SHIPPED_MODELS
 from ..artifacts.paths import BUILD_DIR, MODELS_DIR, NOTEBOOK_DIR, SEARCH_DIR
 from ..measure.machine import cpu_model
 
-__all__ = ["record_metrics", "display_table", "save_png", "execute_notebook", "notebook_paths", "versions", "where_things_are", "main"]
+__all__ = ["record_metrics", "display_table", "execute_notebook", "notebook_paths", "versions", "where_things_are", "main"]
 
 
 def _clean(value):
@@ -57,16 +57,6 @@ def display_table(frame: pd.DataFrame, spec: str = ".3f", missing: str = "–") 
         elif values.dtype == object:
             out[column] = [missing if v is None or (isinstance(v, float) and math.isnan(v)) else v for v in values]
     return out
-
-
-def save_png(fig, path: str | Path, width: int = 1000, height: int | None = None) -> Path | None:
-    """Export a plotly figure to PNG (needs kaleido and a Chromium); returns None when unavailable."""
-    try:
-        fig.write_image(str(path), width=width, height=height or fig.layout.height or 500)
-    except Exception as err:  # kaleido or a browser missing: figures still render in the notebook
-        print(f"PNG export skipped for {path}: {type(err).__name__}: {err}")
-        return None
-    return Path(path)
 
 
 def notebook_paths() -> list[Path]:

@@ -21,8 +21,7 @@ from ..measure.analytic import UNIT
 from .style import PALETTE
 
 __all__ = ["optimization_history", "param_importances", "skip_mask_heatmap", "best_so_far_figure", "rank_scatter",
-           "speedup_bars_figure",
-           "bucket_sets"]
+           "speedup_bars_figure"]
 
 SAMPLER_LABELS = {"gp": "GP (GPSampler)", "tpe": "TPE", "random": "random search"}
 
@@ -72,12 +71,6 @@ def param_importances(study, *, title: str | None = None) -> go.Figure:
         height=max(450, 22 * len(fig.data[0].y) + 150) if fig.data else 450,
     )
     return fig
-
-
-def bucket_sets(best: Mapping) -> dict[str, SkipSet]:
-    """{'ratio 0.25-0.375': SkipSet} from a data/search/<model>/best.json payload (empty buckets left out)."""
-    return {f"ratio {b['lo']:g}-{b['hi']:g}": SkipSet.from_dict(b["best"]["skip"])
-            for b in best["buckets"] if b.get("best")}
 
 
 def skip_mask_heatmap(skips: SkipSet | Mapping[str, SkipSet], n_layers: int, *, title: str | None = None) -> go.Figure:
