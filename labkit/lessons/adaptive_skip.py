@@ -172,13 +172,13 @@ def lever_sentence(frame, source: str, method: str) -> str:
     if row.empty or math.isnan(float(row["limit"].iloc[0])):
         return f"{method} has no drafting steps on {source} prompts."
     r = row.iloc[0]
-    drafting, verifying = r["mean_drafted"] * r["c"], r["c_v"]
-    bigger = (f"drafting ({_fmt(r['mean_drafted'])} tokens × c = {_fmt(r['c'])} = {_fmt(drafting)} full steps) costs "
+    drafting, verifying = r["drafted_per_step"] * r["c"], r["c_v"]
+    bigger = (f"drafting ({_fmt(r['drafted_per_step'])} tokens × c = {_fmt(r['c'])} = {_fmt(drafting)} full steps) costs "
               f"more per step than verifying (c_v = {_fmt(verifying)})" if drafting > verifying else
               f"verifying (c_v = {_fmt(verifying)} full steps) costs more per step than drafting "
-              f"({_fmt(r['mean_drafted'])} tokens × c = {_fmt(r['c'])} = {_fmt(drafting)})")
-    free = (r["mean_accepted"] + 1) / verifying
-    return (f"{method} on {source} prompts emits {_fmt(r['mean_accepted'] + 1)} tokens per step; {bigger}. Its "
+              f"({_fmt(r['drafted_per_step'])} tokens × c = {_fmt(r['c'])} = {_fmt(drafting)})")
+    free = (r["accepted_per_step"] + 1) / verifying
+    return (f"{method} on {source} prompts emits {_fmt(r['accepted_per_step'] + 1)} tokens per step; {bigger}. Its "
             f"analytic limit is {_fmt(r['limit'])}× (measured {_fmt(r['speedup'])}×); with free drafts it would be "
             f"{_fmt(free)}×.")
 

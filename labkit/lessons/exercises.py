@@ -17,7 +17,7 @@ from ..core.decoding import autoregressive_generate
 from ..core.skip import SkipSet, skipping
 from ..core.verify import verify_greedy
 from ..measure.analytic import expected_tokens_per_step
-from ..measure.grid import PlaygroundGrid, Setting
+from ..measure.grid_results import PlaygroundGrid, Setting
 from ..search.toy import expected_improvement
 from .playground_claims import peak_ratios
 

@@ -11,7 +11,8 @@ import torch
 
 from ..artifacts.models import load_model
 from ..artifacts.prompts import benchmark_prompts, source_label
-from ..measure.grid import PlaygroundGrid, Setting, measure_live
+from ..measure.grid import measure_live
+from ..measure.grid_results import PlaygroundGrid, Setting
 from ..viz.playground import PANELS, axis_ranges, figure_title, fmt, panel_errors, panel_xy, playground_figure
 from ..viz.widgets import as_widget, update_widget
 from .playground_claims import guiding_answers

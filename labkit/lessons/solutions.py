@@ -9,7 +9,7 @@ import torch
 from scipy.stats import norm
 
 from ..measure.analytic import expected_tokens_per_step
-from ..measure.grid import PlaygroundGrid, Setting
+from ..measure.grid_results import PlaygroundGrid, Setting
 
 __all__ = ["expected_improvement", "f_prediction", "verify_greedy", "peak_ratio"]
 

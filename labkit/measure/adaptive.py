@@ -2,21 +2,17 @@
 
 Every method runs on the same prompts, interleaved (for each repetition and prompt, every method once in
 turn), greedy, one strategy object per method and source that carries what it learns from prompt to prompt.
-A row per (source, method): ms per token, speedup over the plain loop of the same run, acceptance
-(accepted/drafted), tokens per step, draft cost c and verify cost c_v (per full step), the analytic limit
-(A + 1) / (d c + c_v), the share of decode time spent choosing sets, and whether the output equals plain
-greedy decoding. Traces are kept, so the sets each strategy drafted with can be drawn step by step.
+A row per (source, method) with the columns of :mod:`labkit.measure.harness` (ms per token, speedup over the
+plain loop of the same run and its spread, acceptance, tokens per step, A and d per step, c, c_v, the analytic
+limit (A + 1) / (d c + c_v), the share of decode time spent choosing sets, whether the output equals plain greedy
+decoding), plus how many sets a strategy drafted with. Traces are kept, so the sets each strategy drafted with can be drawn step by step.
 """
 from __future__ import annotations
 
-import statistics
-import time
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Callable, Mapping, Sequence
 
-import torch
-from tqdm.auto import tqdm
 
 from ..artifacts.prompts import benchmark_prompts, prompts, source_info, source_label
 from ..artifacts.results import skip_set_for, trained_draft_path
@@ -26,6 +22,7 @@ from ..core.draft_head import DraftHead
 from ..core.policies import StaticThreshold
 from ..core.skip import SkipSet
 from .agreement import AgreementProbe
+from .harness import Decoder, Method, run_interleaved, summarise
 from .strategies import block_importance, model_name_of, skip_strategy, strategy_cost_model
 
 __all__ = ["reference_sets", "strategy_methods", "Comparison", "compare_strategies", "set_timeline",
@@ -73,57 +70,10 @@ class Comparison:
     sources: dict = field(default_factory=dict)       # source label -> source_info (package versions, ...)
 
 
-def _row(source, method, results, plain_ms, plain_results, seconds):
-    ms = statistics.median(1e3 * sum(s) / max(1, sum(r.sequences.shape[1] - r.prompt_length for r in rs))
-                           for s, rs in seconds)
-    row = {"source": source, "method": method, "ms_per_token": ms, "ms_min": min(1e3 * sum(s) / max(1, sum(
-        r.sequences.shape[1] - r.prompt_length for r in rs)) for s, rs in seconds),
-        "speedup": plain_ms / ms if plain_ms else float("nan"), "new_tokens": sum(len(r.new_tokens) for r in results)}
-    traces = [r.trace for r in results if r.trace is not None]
-    if not traces:
-        return row
-    summaries = [t.summary() for t in traces]
-    total = {k: sum(s[k] for s in summaries) for k in ("steps", "drafted", "accepted", "draft_s", "verify_s",
-                                                      "select_s")}
-    steps, drafted, accepted = total["steps"], total["drafted"], total["accepted"]
-    full_s = plain_ms / 1e3
-    c = total["draft_s"] / drafted / full_s if drafted else float("nan")
-    c_v = total["verify_s"] / steps / full_s if steps else float("nan")
-    used = Counter(str(s.skip) for t in traces for s in t.steps if s.skip is not None)
-    row.update({
-        "acceptance": accepted / drafted if drafted else float("nan"),
-        "tokens_per_step": sum(s["emitted"] for s in summaries) / steps if steps else float("nan"),
-        "mean_accepted": accepted / steps if steps else float("nan"),
-        "mean_drafted": drafted / steps if steps else float("nan"),
-        "c": c, "c_v": c_v,
-        "limit": (accepted / steps + 1) / (drafted / steps * c + c_v) if drafted and steps else float("nan"),
-        "select_share": total["select_s"] / (total["draft_s"] + total["verify_s"]),
-        "select_ms_per_token": 1e3 * total["select_s"] / max(1, row["new_tokens"]),
-        "n_sets": len(used), "main_set": used.most_common(1)[0][0] if used else "",
-        "identical": all(torch.equal(a.sequences, b.sequences) for a, b in zip(results, plain_results)),
-    })
-    return row
-
-
-def _speedup_spread(plain, method) -> dict:
-    """The speedup of each repeat (its plain runs' time / the method's, same prompts), min and max."""
-    each = [sum(p) / sum(s) for (p, _), (s, _) in zip(plain, method) if sum(s) > 0]
-    return {"speedup_min": min(each), "speedup_max": max(each)} if each else {}
-
-
-def _interleave(runs: dict, ids: list, repeats: int, bar) -> dict:
-    """Every run on every prompt, in turn, ``repeats`` times: {run: [(seconds per prompt, results) per repeat]}."""
-    seconds = {m: [([], []) for _ in range(repeats)] for m in runs}
-    for rep in range(repeats):
-        for x in ids:
-            for m, run in runs.items():
-                t0 = time.perf_counter()
-                out = run(x)
-                seconds[m][rep][0].append(time.perf_counter() - t0)
-                seconds[m][rep][1].append(out)
-                bar.update()
-    bar.close()
-    return seconds
+def _strategy_columns(results: list) -> dict:
+    """What a strategy's traces say beyond the harness's columns: how many sets it drafted with, the commonest."""
+    used = Counter(str(s.skip) for r in results if r.trace is not None for s in r.trace.steps if s.skip is not None)
+    return {"n_sets": len(used), "main_set": used.most_common(1)[0][0] if used else ""}
 
 
 def compare_strategies(model, tokenizer, methods: Mapping[str, Callable[[], object]], *,
@@ -157,24 +107,24 @@ def compare_strategies(model, tokenizer, methods: Mapping[str, Callable[[], obje
         comparison.prompts[label], comparison.sources[label] = [p.source for p in chosen], source_info(source)
         ids = [tokenizer(p.text, return_tensors="pt", add_special_tokens=False)["input_ids"] for p in chosen]
         strategies = {m: make() for m, make in methods.items() if m not in draft_heads}
-        runs = {PLAIN: lambda x: autoregressive_generate(model, x, max_new_tokens)}
+        decoders = [Decoder(Method("plain", PLAIN, family="baseline"),
+                            lambda x, n: autoregressive_generate(model, x, n))]
         for m in methods:
             head = draft_heads.get(m)
             skip, drafts_with = ((head.skip, StaticThreshold(head.threshold, 12)) if head
                                  else (strategies[m], policies.get(m, policy)()))
-            runs[m] = (lambda x, s=skip, p=drafts_with, m=m, h=head: speculative_generate(
-                model, x, skip=s, policy=p, max_new_tokens=max_new_tokens, lookup=lookup,
-                draft_weights=draft_weights.get(m), draft_head=h))
-        autoregressive_generate(model, ids[0], 4)                              # warm-up
-        seconds = _interleave(runs, ids, repeats, tqdm(total=repeats * len(ids) * len(runs), desc=f"{label} prompts",
-                                                        disable=not progress))
-        plain_results = seconds[PLAIN][0][1]
-        plain_ms = statistics.median(1e3 * sum(s) / max(1, sum(len(r.new_tokens) for r in rs))
-                                     for s, rs in seconds[PLAIN])
-        for m in runs:
-            results = seconds[m][-1][1]
-            rows.append({**_row(label, m, results, plain_ms, plain_results, seconds[m]),
-                         **_speedup_spread(seconds[PLAIN], seconds[m])})
+            decoders.append(Decoder(Method("strategy", m, weights=draft_weights.get(m) or "", lookup=lookup),
+                                    lambda x, n, s=skip, p=drafts_with, m=m, h=head: speculative_generate(
+                                        model, x, skip=s, policy=p, max_new_tokens=n, lookup=lookup,
+                                        draft_weights=draft_weights.get(m), draft_head=h)))
+        autoregressive_generate(model, ids[0], 4)            # warm-up of the plain loop only: strategies learn
+        runs = run_interleaved(decoders, ids, max_new_tokens=max_new_tokens, repeats=repeats, warmup_tokens=0,
+                               desc=f"{label} prompts", progress=progress)
+        for d, row in zip(decoders, summarise(runs)):
+            m, results = d.method.label, runs.results(d.method)
+            select_s = sum(r.select_s for rep in runs.records[d.method] for r in rep) / repeats
+            rows.append({"source": label, **row, **_strategy_columns(results),
+                         "select_ms_per_token": 1e3 * select_s / max(1, row["new_tokens"])})
             comparison.results[(label, m)] = results
             if m in strategies:
                 comparison.strategies[(label, m)] = strategies[m]

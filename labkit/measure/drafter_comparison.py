@@ -13,23 +13,21 @@ target (parameters, and KV-cache floats per token for a drafter with a cache of 
 """
 from __future__ import annotations
 
-import statistics
 from dataclasses import dataclass
 from typing import Callable
 
 import pandas as pd
-import torch
-from tqdm.auto import tqdm
 
-from ..core.decoding import GenerationResult, autoregressive_generate, speculative_generate
+from ..core.decoding import autoregressive_generate, speculative_generate
 from ..core.drafters import Drafter, LookupDrafter, ModelDrafter, SelfDrafter
 from ..core.early_exit import EarlyExitDrafter
 from ..core.gate import TargetConfidenceGate
 from ..core.policies import AdaptiveThreshold, DraftPolicy
 from ..core.skip import SkipSet
+from .harness import Decoder, Method, run_interleaved, summarise
 
-__all__ = ["DrafterSpec", "standard_drafters", "with_gate", "compare_drafters", "interleaved_runs", "n_parameters",
-           "kv_floats_per_token", "run_summary"]
+__all__ = ["DrafterSpec", "standard_drafters", "with_gate", "compare_drafters", "n_parameters",
+           "kv_floats_per_token"]
 
 
 @dataclass
@@ -90,71 +88,30 @@ def standard_drafters(model, skip: SkipSet, *, exit_layers=(), draft_model=None,
     return specs
 
 
-def interleaved_runs(runs: dict[str, Callable[[torch.Tensor, int], GenerationResult]], prompt_ids: list[torch.Tensor],
-                     repeats: int, max_new_tokens: int, desc: str = "runs",
-                     progress: bool = True) -> dict[str, list[list[GenerationResult]]]:
-    """results[label][repeat] = one GenerationResult per prompt, ``runs[label](ids, max_new_tokens)``; every
-    label runs once per (repeat, prompt) before the next prompt (A B C A B C ...), after a short warm-up run each."""
-    if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
-        raise ValueError(f"repeats must be an integer >= 1, got {repeats!r}")
-    if not prompt_ids:
-        raise ValueError("no prompts given")
-    for fn in runs.values():                                     # warm-up (first-call costs), not recorded
-        fn(prompt_ids[0], 4)
-    results = {label: [[] for _ in range(repeats)] for label in runs}
-    bar = tqdm(total=repeats * len(prompt_ids) * len(runs), desc=desc, disable=not progress)
-    for rep in range(repeats):
-        for ids in prompt_ids:
-            for label, fn in runs.items():
-                results[label][rep].append(fn(ids, max_new_tokens))
-                bar.update()
-    bar.close()
-    return results
-
-
-def run_summary(reps: list[list[GenerationResult]]) -> dict:
-    """Median ms/token over repeats (each repeat: all prompts' time / all their tokens) and trace totals."""
-    ms = [1e3 * sum(r.elapsed_s for r in rep) / max(1, sum(len(r.new_tokens) for r in rep)) for rep in reps]
-    out = {"ms_per_token": statistics.median(ms), "ms_min": min(ms), "ms_max": max(ms),
-           "new_tokens": sum(len(r.new_tokens) for r in reps[0])}
-    traces = [r.trace for rep in reps for r in rep if r.trace is not None]
-    if traces:
-        steps = sum(len(t.steps) for t in traces)
-        drafted, accepted = sum(t.n_drafted for t in traces), sum(t.n_accepted for t in traces)
-        # a step was gated when the step before it left the gate closed (policy_state is recorded after it)
-        gated = sum(1 for t in traces for s in t.steps[:-1] if s.policy_state.get("gate_open") is False)
-        out.update(acceptance=accepted / drafted if drafted else float("nan"),
-                   tokens_per_step=sum(t.n_emitted for t in traces) / steps if steps else float("nan"),
-                   drafted_per_step=drafted / steps if steps else float("nan"),
-                   gated_fraction=gated / steps if steps else float("nan"))
-    return out
-
-
 def compare_drafters(model, tokenizer, prompt_texts: list[str], specs: list[DrafterSpec], *, max_new_tokens: int = 64,
                      repeats: int = 2, progress: bool = True) -> pd.DataFrame:
-    """Plain greedy decoding and every spec on every prompt, interleaved; one row per spec (and 'plain')."""
+    """Plain greedy decoding and every spec on every prompt, interleaved by
+    :func:`labkit.measure.harness.run_interleaved`; one row per spec (and 'plain') with the harness's columns."""
     names = [s.name for s in specs]
     if len(set(names)) != len(names) or "plain" in names:
         raise ValueError(f"spec names must be distinct and not 'plain': {names}")
     prompt_ids = [tokenizer(t, return_tensors="pt")["input_ids"] for t in prompt_texts]
-    policies = {s.name: s.make_policy() for s in specs}
-    runs = {"plain": lambda ids, n: autoregressive_generate(model, ids, n)}
+    decoders = [Decoder(Method("plain", "plain", family="baseline"),
+                        lambda ids, n: autoregressive_generate(model, ids, n))]
     for s in specs:
-        runs[s.name] = lambda ids, n, s=s: speculative_generate(model, ids, drafter=s.make_drafter(),
-                                                                policy=policies[s.name], max_new_tokens=n)
-    results = interleaved_runs(runs, prompt_ids, repeats, max_new_tokens, desc="drafters", progress=progress)
-    plain = run_summary(results["plain"])
-    rows = [{"drafter": "plain", "family": "plain", "speedup": 1.0, "tokens_per_step": 1.0, "identical": True,
-             "extra_parameters": 0, "extra_kv_per_token": 0, "gate": None, "exit_layer": None, **plain}]
-    for s in specs:
-        summary = run_summary(results[s.name])
-        identical = all(a.new_tokens == b.new_tokens for ra, rb in zip(results[s.name], results["plain"])
-                        for a, b in zip(ra, rb))
-        rows.append({"drafter": s.name, "family": s.family, "speedup": plain["ms_per_token"] / summary["ms_per_token"],
-                     "identical": identical, "extra_parameters": s.extra_parameters,
-                     "extra_kv_per_token": s.extra_kv_per_token, "gate": s.gate, "exit_layer": s.exit_layer, **summary})
-    columns = ["drafter", "family", "speedup", "ms_per_token", "ms_min", "ms_max", "acceptance", "tokens_per_step",
-               "drafted_per_step", "gated_fraction", "extra_parameters", "extra_kv_per_token", "identical",
-               "gate", "exit_layer", "new_tokens"]
+        policy = s.make_policy()                    # one per row: an adaptive policy learns across prompts
+        decoders.append(Decoder(Method(s.family, s.name, gate=s.gate, exit_layer=s.exit_layer),
+                                lambda ids, n, s=s, p=policy: speculative_generate(
+                                    model, ids, drafter=s.make_drafter(), policy=p, max_new_tokens=n)))
+    runs = run_interleaved(decoders, prompt_ids, max_new_tokens=max_new_tokens, repeats=repeats, warmup_tokens=4,
+                           desc="drafters", progress=progress)
+    rows = summarise(runs)
+    extra = {s.name: (s.extra_parameters, s.extra_kv_per_token) for s in specs}
+    for row in rows:
+        row["drafter"] = row["method"]
+        row["family"] = row["kind"]
+        row["extra_parameters"], row["extra_kv_per_token"] = extra.get(row["method"], (0, 0))
+    columns = ["drafter", "family", "speedup", "speedup_min", "speedup_max", "ms_per_token", "ms_min", "ms_max",
+               "acceptance", "tokens_per_step", "drafted_per_step", "gated_fraction", "extra_parameters",
+               "extra_kv_per_token", "identical", "gate", "exit_layer", "new_tokens"]
     return pd.DataFrame(rows)[columns].set_index("drafter")
-

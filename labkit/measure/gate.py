@@ -21,7 +21,7 @@ from ..core.decoding import GenerationResult, autoregressive_generate, speculati
 from ..core.drafters import Drafter
 from ..core.gate import TargetConfidenceGate
 from ..core.policies import AdaptiveThreshold, DraftPolicy, FixedK
-from .drafter_comparison import interleaved_runs, run_summary
+from .harness import Decoder, Method, run_interleaved, summarise
 from .saturation import roc_auc
 
 __all__ = ["GateSweep", "gate_sweep", "gate_signal", "gate_preview"]
@@ -49,26 +49,24 @@ def gate_sweep(model, tokenizer, prompt_sets: dict[str, list[str]], make_drafter
     rows, signals = [], []
     for set_name, texts in prompt_sets.items():
         prompt_ids = [tokenizer(t, return_tensors="pt")["input_ids"] for t in texts]
-        runs = {"plain": lambda ids, n: autoregressive_generate(model, ids, n)}
-        configs = {}
+        decoders = [Decoder(Method("plain", "plain", family="baseline"),
+                            lambda ids, n: autoregressive_generate(model, ids, n))]
         for pname, make_policy in policies.items():
             for t in (None, *thresholds):
-                label = _policy_label(pname, t)
-                configs[label] = (pname, t)
                 policy = make_policy() if t is None else TargetConfidenceGate(make_policy(), t)
-                runs[label] = lambda ids, n, p=policy: speculative_generate(model, ids, drafter=make_drafter(),
-                                                                            policy=p, max_new_tokens=n)
-        results = interleaved_runs(runs, prompt_ids, repeats, max_new_tokens, desc=f"gate sweep: {set_name}",
-                                   progress=progress)
-        plain = run_summary(results["plain"])
-        for label, (pname, t) in configs.items():
-            s = run_summary(results[label])
-            rows.append({"prompts": set_name, "policy": pname, "threshold": np.nan if t is None else t,
-                         "speedup": plain["ms_per_token"] / s["ms_per_token"], **s,
-                         "plain_ms_per_token": plain["ms_per_token"]})
+                decoders.append(Decoder(Method("self-spec", _policy_label(pname, t), policy=pname, gate=t),
+                                        lambda ids, n, p=policy: speculative_generate(
+                                            model, ids, drafter=make_drafter(), policy=p, max_new_tokens=n)))
+        runs = run_interleaved(decoders, prompt_ids, max_new_tokens=max_new_tokens, repeats=repeats, warmup_tokens=4,
+                               desc=f"gate sweep: {set_name}", progress=progress)
+        summary = summarise(runs)
+        for d, row in zip(decoders[1:], summary[1:]):
+            t = d.method.gate
+            rows.append({**row, "prompts": set_name, "threshold": np.nan if t is None else t,
+                         "plain_ms_per_token": summary[0]["ms_per_token"]})
             if t is None:
-                signal = gate_signal([r for rep in results[label] for r in rep])
-                signals.append(signal.assign(prompts=set_name, policy=pname))
+                signal = gate_signal([r.result for rep in runs.records[d.method] for r in rep])
+                signals.append(signal.assign(prompts=set_name, policy=d.method.policy))
     return GateSweep(pd.DataFrame(rows), pd.concat(signals, ignore_index=True))
 
 

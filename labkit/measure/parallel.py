@@ -11,12 +11,9 @@ block of guessed tokens and fixes its matched prefix plus one (see :mod:`labkit.
 """
 from __future__ import annotations
 
-import statistics
-import time
 from typing import Callable, Mapping
 
 import torch
-from tqdm.auto import tqdm
 
 from ..core.decoding import GenerationResult, autoregressive_generate, speculative_generate
 from ..core.jacobi import JacobiTrace, jacobi_generate
@@ -24,6 +21,7 @@ from ..core.drafters import LookupDrafter
 from ..core.policies import AdaptiveThreshold, FixedK
 from ..core.skip import SkipSet
 from ..core.trace import Trace
+from .harness import Decoder as Run, Method, frame, run_interleaved, summarise
 
 __all__ = ["target_forwards", "jacobi_statistics", "decoders", "compare_decoders"]
 
@@ -80,45 +78,22 @@ def decoders(model, skip: SkipSet, *, block_size: int, inits=("pad", "self-draft
     return out
 
 
-def _row(label: str, runs: list[list[tuple[GenerationResult, float]]]) -> dict:
-    """runs[rep] = [(result, seconds) per prompt]."""
-    ms = [1e3 * sum(s for _, s in rep) / sum(len(r.new_tokens) for r, _ in rep) for rep in runs]
-    flat = [r for rep in runs for r, _ in rep]
-    tokens = sum(len(r.new_tokens) for r in flat)
-    forwards = sum(target_forwards(r) for r in flat)
-    return {"method": label, "ms_per_token": statistics.median(ms), "ms_min": min(ms), "ms_max": max(ms),
-            "forwards_per_token": forwards / tokens, "tokens_per_forward": tokens / forwards, "tokens": tokens}
-
-
 def compare_decoders(prompt_ids: list[torch.Tensor], methods: Mapping[str, Decoder], *, max_new_tokens: int = 64,
                      repeats: int = 3, progress: bool = True):
-    """Every method on every prompt, interleaved, ``repeats`` times (after one warm-up call each). The first method
-    is the reference: speedup = its median ms per token / the method's, identical = the same tokens on every run.
+    """Every method on every prompt, interleaved by :func:`labkit.measure.harness.run_interleaved`, ``repeats``
+    times (after one warm-up call each). The first method is the reference: speedup = its median ms per token / the
+    method's, identical = the same tokens on every run; forwards_per_token = target forwards / generated tokens.
     Returns (DataFrame indexed by method, {method: [GenerationResult of each prompt, last repetition]})."""
-    import pandas as pd
-
-    if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
-        raise ValueError(f"repeats must be an integer >= 1, got {repeats!r}")
     if not prompt_ids or not methods:
         raise ValueError("give at least one prompt and one method")
-    for fn in methods.values():                                                # warm-up: first-call costs
-        fn(prompt_ids[0], min(8, max_new_tokens))
-    runs = {label: [[] for _ in range(repeats)] for label in methods}
-    bar = tqdm(total=repeats * len(prompt_ids) * len(methods), desc="decoders", disable=not progress)
-    for rep in range(repeats):
-        for ids in prompt_ids:
-            for label, fn in methods.items():
-                t0 = time.perf_counter()
-                result = fn(ids, max_new_tokens)
-                runs[label][rep].append((result, time.perf_counter() - t0))
-                bar.update()
-    bar.close()
-    reference = next(iter(methods))
-    rows = [_row(label, runs[label]) for label in methods]
-    base = rows[0]["ms_per_token"]
-    for row in rows:
-        row["speedup"] = base / row["ms_per_token"]
-        pairs = [(a, b) for ra, rb in zip(runs[row["method"]], runs[reference]) for (a, _), (b, _) in zip(ra, rb)]
-        row["identical"] = all(torch.equal(a.sequences, b.sequences) for a, b in pairs)
-    last = {label: [r for r, _ in runs[label][-1]] for label in methods}
-    return pd.DataFrame(rows).set_index("method"), last
+    decoders = [Run(Method("plain" if i == 0 else "parallel", label), fn) for i, (label, fn) in
+                enumerate(methods.items())]
+    runs = run_interleaved(decoders, prompt_ids, max_new_tokens=max_new_tokens, repeats=repeats, warmup_tokens=8,
+                           desc="decoders", progress=progress)
+    rows = summarise(runs, reference=decoders[0].method)
+    for row, d in zip(rows, decoders):
+        flat = [r.result for rep in runs.records[d.method] for r in rep]
+        tokens, forwards = sum(len(r.new_tokens) for r in flat), sum(target_forwards(r) for r in flat)
+        row.update(forwards_per_token=forwards / tokens, tokens_per_forward=tokens / forwards, tokens=tokens)
+    last = {d.method.label: runs.results(d.method) for d in decoders}
+    return frame(rows), last

@@ -24,10 +24,8 @@ import argparse
 import ast
 import importlib
 import inspect
-import statistics
 import sys
 import textwrap
-import time
 from typing import Sequence
 
 import numpy as np
@@ -38,6 +36,7 @@ from ..artifacts.prompts import Prompt, benchmark_prompts
 from ..artifacts.results import skip_set_for
 from ..core.decoding import autoregressive_generate, speculative_generate
 from ..core.policies import AdaptiveThreshold, FixedK, StaticThreshold
+from .harness import Decoder, Method, Stopwatch, run_interleaved, summarise
 
 __all__ = ["OUTSIDE_FUNCTIONS", "SIGNALS", "outside_prompts", "signal_samples", "soft_auc", "auc", "signal_auc",
            "matched_length", "interleaved_timing", "main"]
@@ -155,40 +154,37 @@ def matched_length(model, tokenizer, skip, prompts: Sequence[Prompt], *,
 
 def interleaved_timing(model, tokenizer, skip, prompts: Sequence[Prompt], *, rounds: int = 3, temperature: float = 0.7,
                        max_new_tokens: int = 64, seed: int = 0) -> dict:
-    """ms per token of the plain loop and of the adaptive policy reading each signal, all sampling, interleaved
-    (plain, confidence, q per prompt and round; same generator seed per prompt); medians and min-max of the
+    """ms per token of the plain loop and of the adaptive policy reading each signal, all sampling, interleaved by
+    :func:`labkit.measure.harness.run_interleaved` (same generator seed per prompt); medians and min-max of the
     per-round speedups."""
     ids_list = [tokenizer(p.text, return_tensors="pt", add_special_tokens=False)["input_ids"] for p in prompts]
-    labels = ("plain", *SIGNALS)
-    seconds = {k: [0.0] * rounds for k in labels}
-    tokens = {k: [0] * rounds for k in labels}
-    accepted = {s: [0, 0] for s in SIGNALS}
-    for r in range(rounds):
-        for i, ids in enumerate(ids_list):
-            gen = lambda: torch.Generator().manual_seed(seed + i)            # noqa: E731
-            out = autoregressive_generate(model, ids, max_new_tokens, do_sample=True, temperature=temperature,
-                                          generator=gen(), eos_token_id=[])
-            seconds["plain"][r] += out.elapsed_s
-            tokens["plain"][r] += len(out.new_tokens)
-            for s in SIGNALS:
-                policy = AdaptiveThreshold()
-                policy.sampling_signal = s
-                out = speculative_generate(model, ids, skip=skip, policy=policy, max_new_tokens=max_new_tokens,
-                                           do_sample=True, temperature=temperature, generator=gen(), eos_token_id=[])
-                seconds[s][r] += out.elapsed_s
-                tokens[s][r] += len(out.new_tokens)
-                accepted[s][0] += out.trace.n_accepted
-                accepted[s][1] += out.trace.n_drafted
-    ms = {k: [1e3 * seconds[k][r] / tokens[k][r] for r in range(rounds)] for k in labels}
-    speedups = {s: [ms["plain"][r] / ms[s][r] for r in range(rounds)] for s in SIGNALS}
-    return {"ms_per_token": {k: statistics.median(v) for k, v in ms.items()},
-            "speedup": {s: statistics.median(v) for s, v in speedups.items()},
-            "speedup_min_max": {s: (min(v), max(v)) for s, v in speedups.items()},
-            "accepted_per_drafted": {s: a / d if d else float("nan") for s, (a, d) in accepted.items()}}
+    seeds = {id(ids): seed + i for i, ids in enumerate(ids_list)}
+
+    def generator(ids):
+        return torch.Generator().manual_seed(seeds.get(id(ids), seed))
+
+    def adaptive(signal):
+        policy = AdaptiveThreshold()
+        policy.sampling_signal = signal
+        return policy
+    decoders = [Decoder(Method("plain", "plain", family="baseline", greedy=False),
+                        lambda ids, n: autoregressive_generate(model, ids, n, do_sample=True, temperature=temperature,
+                                                               generator=generator(ids), eos_token_id=[]))]
+    decoders += [Decoder(Method("self-spec", s, policy=f"adaptive, signal {s}", greedy=False),
+                         lambda ids, n, s=s: speculative_generate(
+                             model, ids, skip=skip, policy=adaptive(s), max_new_tokens=n, do_sample=True,
+                             temperature=temperature, generator=generator(ids), eos_token_id=[]))
+                 for s in SIGNALS]
+    rows = {r["method"]: r for r in summarise(run_interleaved(decoders, ids_list, max_new_tokens=max_new_tokens,
+                                                              repeats=rounds, desc="stop signal", progress=False))}
+    return {"ms_per_token": {k: r["ms_per_token"] for k, r in rows.items()},
+            "speedup": {s: rows[s]["speedup"] for s in SIGNALS},
+            "speedup_min_max": {s: (rows[s]["speedup_min"], rows[s]["speedup_max"]) for s in SIGNALS},
+            "accepted_per_drafted": {s: rows[s]["acceptance"] for s in SIGNALS}}
 
 
 def _report(name: str, model, tokenizer, skip, prompts, args) -> dict:
-    t0 = time.perf_counter()
+    clock = Stopwatch()
     samples = signal_samples(model, tokenizer, skip, prompts, gamma=args.gamma, temperature=args.temperature,
                              max_new_tokens=args.max_new_tokens, seed=args.seed)
     aucs = signal_auc(samples)
@@ -211,7 +207,7 @@ def _report(name: str, model, tokenizer, skip, prompts, args) -> dict:
           "; ".join(f"{s}: {timing['ms_per_token'][s]:.2f} ms/token, speedup {timing['speedup'][s]:.3f} "
                     f"(min-max {timing['speedup_min_max'][s][0]:.3f}-{timing['speedup_min_max'][s][1]:.3f}), "
                     f"accepted / drafted {timing['accepted_per_drafted'][s]:.3f}" for s in SIGNALS))
-    print(f"({time.perf_counter() - t0:.0f} s)")
+    print(f"({clock.seconds:.0f} s)")
     return {"auc": aucs, "matched": matched, "timing": timing}
 
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
+from ..measure.bench_results import is_number
 from .style import PALETTE
 
 __all__ = ["bench_figure"]
@@ -13,7 +14,7 @@ def bench_figure(rows: list[dict], title: str = "Speedup over transformers' gene
     labels = {"baseline": "plain decoding", "labkit": "labkit decoders", "transformers": "transformers built-in"}
     fig = go.Figure()
     for family in ("baseline", "transformers", "labkit"):
-        sel = [r for r in rows if r["family"] == family and r["speedup_vs_generate"] is not None]
+        sel = [r for r in rows if r["family"] == family and is_number(r.get("speedup_vs_generate"))]
         if not sel:
             continue
         base = {r["model"]: r["ms_per_token"] * r["speedup_vs_generate"] for r in sel}

@@ -16,7 +16,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from ..measure.grid import PlaygroundGrid, Setting
+from ..measure.grid_results import PlaygroundGrid, Setting
 from .style import MODEL_COLORS, PALETTE
 
 __all__ = ["PANELS", "panel_xy", "panel_errors", "playground_figure", "heatmap_figure", "model_comparison_figure", "figure_title",

@@ -61,11 +61,11 @@ def test_set_changes_counts_switches_between_self_drafts():
 
 
 def test_lever_sentence_names_the_bigger_cost():
-    row = {"source": "packages", "method": "knapsack", "mean_drafted": 4.0, "c": 0.5, "c_v": 1.2, "mean_accepted": 3.0,
+    row = {"source": "packages", "method": "knapsack", "drafted_per_step": 4.0, "c": 0.5, "c_v": 1.2, "accepted_per_step": 3.0,
            "limit": 4.0 / 3.2, "speedup": 1.2}
     text = lever_sentence(pd.DataFrame([row]), "packages", "knapsack")
     assert "drafting (4.00 tokens × c = 0.50 = 2.00 full steps) costs more" in text and "free drafts it would be 3.33×" in text
-    text = lever_sentence(pd.DataFrame([{**row, "mean_drafted": 1.0}]), "packages", "knapsack")
+    text = lever_sentence(pd.DataFrame([{**row, "drafted_per_step": 1.0}]), "packages", "knapsack")
     assert "verifying (c_v = 1.20 full steps) costs more" in text
 
 

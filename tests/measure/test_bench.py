@@ -1,5 +1,6 @@
 """The benchmark's machinery on tiny models (its numbers are produced by `python -m labkit.bench`, not here)."""
 import json
+import math
 
 import pytest
 
@@ -38,11 +39,11 @@ def test_quick_benchmark_runs_every_method_and_checks_identity(tiny_folders, tmp
     assert any("HF generate" in n for n in names) and any("early exit" in n for n in names)
     assert any("separate draft model" in n for n in names) and any("prompt lookup" in n for n in names)
     for row in result["greedy"]:
-        assert row["identical_to_plain"] is True, row["method"]       # every greedy method is lossless
+        assert row["identical"] is True, row["method"]                # every greedy method is lossless
         assert row["ms_per_token"] > 0 and row["ms_min"] <= row["ms_per_token"] <= row["ms_max"]
-    spec = [r for r in result["greedy"] if "self-spec" in r["method"]]
+    spec = [r for r in result["greedy"] if r["kind"] == "self-spec"]
     assert all(r["limit"] > 0 and 0 <= r["acceptance"] <= 1 for r in spec)
-    assert result["sampling"] and all(r["identical_to_plain"] is None for r in result["sampling"])
+    assert result["sampling"] and all(math.isnan(r["identical"]) for r in result["sampling"])
     section = result["strategies"]                                     # skip strategies on both prompt sources
     assert set(section["sources"]) == {"stdlib", "packages"} and section["sources"]["packages"]["packages"]
     for source in ("stdlib", "packages"):
@@ -56,35 +57,47 @@ def test_quick_benchmark_runs_every_method_and_checks_identity(tiny_folders, tmp
             "static: head's set + draft head", "static: head's set + draft head + prompt lookup",
             "static: head's set + draft head, int8 draft", "static: head's set + draft head, int8 draft + prompt lookup"}
         for row in rows:
-            assert row["identical_to_plain"] is True, (source, row["method"])
+            assert row["identical"] is True, (source, row["method"])
         assert all(0 <= r["select_share"] < 1 for r in rows if r["family"] == "labkit")
     assert "select%" in bench.format_strategy_table(section["rows"])
     paths = bench.write_results(result, tmp_path)
     assert json.loads(paths[0].read_text())["greedy"][0]["method"] == names[0]
+    loaded = bench.load_results(paths[0])["greedy"]                    # NaN written as null, read back as NaN
+    assert [r["method"] for r in loaded] == names and math.isnan(loaded[0]["acceptance"])
     assert paths[-1].name == "bench_strategies.csv" and paths[-1].exists()
     fig = bench_figure(result["greedy"])
     assert fig.layout.title.text and fig.layout.xaxis.title.text and len(fig.data) >= 2
     assert "speedup" in bench.format_table(result["greedy"]).splitlines()[0] or "vs gen" in bench.format_table(result["greedy"])
 
 
-def test_summary_arithmetic():
+def test_summary_arithmetic_per_model():
     import torch
 
+    from labkit.measure.harness import Method, RunRecord, Runs
+
     seq = torch.tensor([[1, 2, 3]])
-    methods = [bench.Method("m: HF generate", "m", "baseline", None),
-               bench.Method("m: labkit plain loop", "m", "baseline", None),
-               bench.Method("m: self-spec", "m", "labkit", None)]
-    rec = lambda s, **kw: bench.RunRecord(s, 10, seq, **kw)
-    records = {"m: HF generate": [[rec(0.2)], [rec(0.4)]],
-               "m: labkit plain loop": [[rec(0.1)], [rec(0.1)]],
-               "m: self-spec": [[rec(0.05, drafted=8, accepted=6, steps=4, draft_s=0.01, verify_s=0.04)]] * 2}
-    rows = {r["method"]: r for r in bench.summarise(methods, records, {"m": "m: labkit plain loop"})}
+    gen, plain, spec = (Method("generate", "m: HF generate", "m", "baseline"),
+                        Method("plain", "m: labkit plain loop", "m", "baseline"), Method("self-spec", "m: self-spec", "m"))
+    rec = lambda s, **kw: RunRecord(s, 10, seq, **kw)
+    records = {gen: [[rec(0.2)], [rec(0.4)]], plain: [[rec(0.1)], [rec(0.1)]],
+               spec: [[rec(0.05, drafted=8, accepted=6, steps=4, emitted=10, draft_s=0.01, verify_s=0.04)]] * 2}
+    rows = {r["method"]: r for r in bench.summarise_by_model(Runs([gen, plain, spec], records))}
     assert rows["m: HF generate"]["ms_per_token"] == pytest.approx(30.0)          # median of 20 and 40
-    assert rows["m: self-spec"]["speedup_vs_plain_loop"] == pytest.approx(2.0)
+    assert rows["m: self-spec"]["speedup"] == pytest.approx(2.0)
     assert rows["m: self-spec"]["speedup_vs_generate"] == pytest.approx(6.0)
     assert rows["m: self-spec"]["acceptance"] == pytest.approx(0.75)
     # limit = (A + 1) / (d c + c_v) with A = 1.5, d = 2, c = 1.25 ms / 10 ms, c_v = 10 ms / 10 ms
     assert rows["m: self-spec"]["limit"] == pytest.approx(2.5 / (2 * 0.125 + 1.0))
+    assert math.isnan(rows["m: HF generate"]["acceptance"])                       # does not apply: NaN
+
+
+def test_committed_results_load_in_the_harness_vocabulary():
+    result = bench.load_results()
+    rows = result["greedy"] + result["sampling"] + (result["strategies"] or {}).get("rows", [])
+    assert rows and all("speedup" in r and "identical" in r and "speedup_vs_plain_loop" not in r for r in rows)
+    assert all(r["identical"] is True for r in result["greedy"])
+    assert all(v is not None for r in rows for v in r.values())
+    assert "vs loop" in bench.format_table(result["greedy"]).splitlines()[0]
 
 
 def test_jacobi_rows_are_greedy_rows_checked_against_the_plain_loop(tiny_folders, tmp_path):
@@ -92,10 +105,10 @@ def test_jacobi_rows_are_greedy_rows_checked_against_the_plain_loop(tiny_folders
                                   max_new_tokens=10, repeats=1, hf_builtins=False, sampling=False, jacobi=True,
                                   jacobi_block=4, out_dir=str(tmp_path))
     rows = {r["method"]: r for r in bench.run_benchmark(cfg)["greedy"]}
-    parallel = [r for name, r in rows.items() if "jacobi," in name or "gauss-seidel," in name]
+    parallel = [r for r in rows.values() if r["kind"] == "jacobi"]
     assert len(parallel) == 6 and all("(block 4)" in r["method"] for r in parallel)
     for r in parallel:
-        assert r["identical_to_plain"] is True, r["method"]
+        assert r["identical"] is True, r["method"]
         assert r["greedy"] and 1.0 <= r["tokens_per_step"] <= 4.0 and 0.0 <= r["acceptance"] <= 1.0
     assert not bench.BenchConfig.quick().jacobi and bench.BenchConfig().jacobi       # on by default in full runs
 
@@ -104,10 +117,11 @@ def test_jacobi_record_reads_iterations_as_steps():
     import torch
 
     from labkit import jacobi_generate
+    from labkit.measure.harness import record_of
 
     model = tiny_model("llama", n_layers=2, vocab_size=97)
     result = jacobi_generate(model, torch.tensor([[1, 2, 3]]), 15, block_size=5, init="repeat")
-    rec = bench._jacobi_record(result, 0.5)
+    rec = record_of(result, 0.5, 3)
     its = result.trace.iterations
     assert rec.steps == len(its) and rec.n_new == 15
     assert rec.accepted + rec.steps == 15                       # each iteration: confirmed guesses + 1 token

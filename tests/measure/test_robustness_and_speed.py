@@ -118,7 +118,7 @@ def test_measure_speedup_is_identical_to_plain(tiny):
     assert out["identical"].all() and out.loc["plain decoding", "speedup"] == 1.0
     row = out.loc["adaptive threshold"]
     assert row["speedup"] == pytest.approx(out.loc["plain decoding", "ms_per_token"] / row["ms_per_token"])
-    assert 0 <= row["acceptance_rate"] <= 1 and row["tokens_per_step"] >= 1
+    assert 0 <= row["acceptance"] <= 1 and row["tokens_per_step"] >= 1
     policy = FixedK(3)
     two = spd.measure_speedup(tiny, ids, skip, policies={"k=3": policy, "adaptive": AdaptiveThreshold()},
                              max_new_tokens=8, repeats=1)
