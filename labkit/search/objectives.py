@@ -36,6 +36,7 @@ from ..core.policies import AdaptiveThreshold, FixedK
 from ..core.skip import SkipSet
 from ..measure.agreement import AgreementProbe
 from ..measure.analytic import predict
+from ..measure.harness import timed
 
 __all__ = ["OBJECTIVES", "DEFAULT_SETTINGS", "ModelledObjective", "MeasuredObjective", "PricedObjective",
            "objective_settings", "build_objective", "policy_factory", "plain_decode_ms", "choosing_texts"]
@@ -91,11 +92,11 @@ def plain_decode_ms(model, inputs: list[torch.Tensor], max_new_tokens: int) -> f
         if ids.shape[1] > 1:
             forward_tokens(model, ids[:, :-1], 0, cache, logits_to_keep=1)
         token, position = int(ids[0, -1]), ids.shape[1] - 1
-        t0 = time.perf_counter()
-        for _ in range(max_new_tokens):
-            token = int(forward_tokens(model, [token], position, cache, logits_to_keep=1)[-1].argmax())
-            position += 1
-        seconds += time.perf_counter() - t0
+
+        def decode(token=token, position=position, cache=cache):
+            for step in range(max_new_tokens):
+                token = int(forward_tokens(model, [token], position + step, cache, logits_to_keep=1)[-1].argmax())
+        seconds += timed(decode)[1]                              # labkit.measure.harness: the one timer
         tokens += max_new_tokens
     return 1e3 * seconds / tokens
 
