@@ -6,6 +6,13 @@ Layers (imports go one way; see docs/architecture.md): ``core`` (the engine) <- 
 prompts, results) <- ``measure`` <- ``search``; ``training`` uses core and artifacts; ``viz`` draws core and
 measure types; ``lessons`` is the notebooks' glue.
 """
+from pathlib import Path as _Path
+
+# `python -m labkit.bench` and the other older command forms: labkit/_aliases/<name>.py is the module labkit.<name>
+# (each forwards to `python -m labkit <command>`, labkit/cli.py; docs/architecture.md, "command line").
+__path__.append(str(_Path(__file__).with_name("_aliases")))
+del _Path
+
 from .artifacts import Prompt, best_config, best_skip_set, load_draft_head, load_model
 from .artifacts.prompts import prompts
 from .core import (SUPPORTED_ARCHITECTURES, AdaptiveThreshold, DraftConfig, DraftPolicy, EarlyExitDrafter, FixedK, GenerationResult,

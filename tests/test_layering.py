@@ -1,6 +1,6 @@
 """The house rules of labkit, read from its source: imports flow one way between layers, no cycles, no labkit
-imports hidden inside functions, no global torch settings outside command-line mains, and the module map in
-docs/architecture.md matches the tree."""
+imports hidden inside functions, no global torch settings outside command-line mains, one command-line module at the
+top of labkit, and the module map in docs/architecture.md matches the tree."""
 import ast
 import re
 from pathlib import Path
@@ -9,7 +9,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "labkit"
-#: Which layers each layer may import (besides itself). Entry points (labkit/<x>.py) and lessons may import anything.
+#: Which layers each layer may import (besides itself). The command line (labkit/cli.py, labkit/__main__.py and the
+#: older forms in labkit/_aliases/) and lessons may import anything; no layer may import the command line.
 ALLOWED = {
     "core": set(),
     "artifacts": {"core"},
@@ -29,14 +30,17 @@ MODULES = {module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
 
 
 SUBPACKAGES = {p.parent.name for p in PACKAGE.glob("*/__init__.py")}
+#: The command line: labkit.cli, labkit.__main__ and labkit._aliases.* (each alias is the module labkit.<old name>).
+ENTRY = {"cli", "__main__", "_aliases"}
 
 
 def layer(module: str) -> str:
-    """'core', 'measure', ... for a module of a subpackage; 'entry' for labkit/<x>.py; 'root' for labkit itself."""
+    """'core', 'measure', ... for a module of a subpackage; 'entry' for the command line (and any other top-level
+    module, which test_one_command_line_module_at_the_top refuses); 'root' for labkit itself."""
     parts = module.split(".")
     if len(parts) == 1:
         return "root"
-    return parts[1] if parts[1] in SUBPACKAGES else "entry"
+    return parts[1] if parts[1] in SUBPACKAGES - ENTRY else "entry"
 
 
 def imported(module: str, node) -> set[str]:
@@ -102,6 +106,18 @@ def test_no_import_cycles_and_no_labkit_imports_inside_functions():
     for v in edges:
         if v not in state:
             visit(v)
+
+
+def test_one_command_line_module_at_the_top():
+    """labkit/ holds __init__.py, __main__.py and cli.py (the command table) at its top; the older command forms live
+    in labkit/_aliases/ and only forward to labkit.cli (docs/architecture.md, "the command line")."""
+    top = sorted(p.name for p in PACKAGE.glob("*.py"))
+    assert top == ["__init__.py", "__main__.py", "cli.py"], f"top-level modules besides the command line: {top}"
+    edges, _ = graph()
+    aliases = [m for m in MODULES if m.startswith("labkit._aliases.")]
+    assert aliases, "no aliases found in labkit/_aliases/"
+    wrong = {m: sorted(edges[m]) for m in aliases if edges[m] != {"labkit.cli"}}
+    assert not wrong, f"aliases must import labkit.cli and nothing else: {wrong}"
 
 
 def test_library_code_leaves_global_torch_settings_alone():
