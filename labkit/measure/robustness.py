@@ -16,7 +16,6 @@ import argparse
 import json
 import platform
 import random
-import time
 from pathlib import Path
 from typing import Mapping, Sequence
 
@@ -30,6 +29,7 @@ from ..artifacts.results import trained_draft_path
 from ..core.skip import SkipSet
 from .agreement import AgreementProbe
 from .analytic import check_path
+from .harness import Stopwatch
 
 __all__ = ["greedy_elimination", "random_sets", "robustness_report", "elimination_frame", "agreement_at_ratio",
            "write_report"]
@@ -76,7 +76,7 @@ def robustness_report(model_name: str = "default", n_prompts: int = 12, n_tokens
     ``prompt_source``: where the prompts come from (stdlib, packages or a file; see labkit.prompts)."""
     model, tokenizer = load_model(model_name)
     n_layers = model.config.num_hidden_layers
-    t0 = time.perf_counter()
+    clock = Stopwatch()
     texts = [p.text for p in prompts(2 * n_prompts, seed=seed, source=prompt_source)]
     probe = AgreementProbe.from_prompts(model, tokenizer, texts[:n_prompts], n_tokens)          # chooses the sets
     fresh = AgreementProbe.from_prompts(model, tokenizer, texts[n_prompts:], n_tokens)          # reports them
@@ -102,7 +102,7 @@ def robustness_report(model_name: str = "default", n_prompts: int = 12, n_tokens
         "command": f"python -m labkit.robustness --model {model_name}",
         "n_prompts": n_prompts, "n_tokens": n_tokens, "n_positions": fresh.n_positions, "n_blocks": 2 * n_layers,
         "prompt_source": source_info(prompt_source),
-        "n_random_per_ratio": n_random, "seconds": round(time.perf_counter() - t0, 1),
+        "n_random_per_ratio": n_random, "seconds": round(clock.seconds, 1),
         "hardware": f"{platform.machine()}, {torch.get_num_threads()} thread(s)",
         "method": (f"Sets chosen on {n_prompts} held-out prompts (best of greedy backward elimination and "
                    f"{n_random} random sets per ratio), agreement reported on {n_prompts} *other* held-out prompts "
