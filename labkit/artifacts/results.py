@@ -1,8 +1,8 @@
 """Reading the committed results that say which blocks to skip.
 
-- ``data/search/<model>/best.json`` (written by ``python -m labkit.search export``): the searched best
+- ``data/search/<model>/best.json`` (written by ``python -m labkit search export``): the searched best
   skip set overall and in every 0.125-wide skip-ratio bucket (:func:`best_skip_set`, :func:`skip_sets_by_bucket`);
-- ``data/models/<model>/robustness.json`` (``python -m labkit.robustness``): the greedy-elimination path
+- ``data/models/<model>/robustness.json`` (``python -m labkit robustness``): the greedy-elimination path
   and the best set per ratio (:func:`greedy_path_sets`);
 - ``data/models/<model>/training.json``: the fixed draft path a model was trained with (:func:`trained_draft_path`).
 
@@ -47,9 +47,9 @@ def bucket_index(ratio: float, width: float = BUCKET_WIDTH) -> int:
 def search_hint(model) -> str:
     """The commands that (re)generate a model's search results."""
     m = str(model)
-    return (f"`python -m labkit.search --model {m} --objective priced --trials 100` (again with `--per-bucket "
-            f"--trials 25` for every skip-ratio bucket), `python -m labkit.search final --model {m}`, then "
-            f"`python -m labkit.search export --model {m} --objective priced`")
+    return (f"`python -m labkit search --model {m} --objective priced --trials 100` (again with `--per-bucket "
+            f"--trials 25` for every skip-ratio bucket), `python -m labkit search final --model {m}`, then "
+            f"`python -m labkit search export --model {m} --objective priced`")
 
 
 def _read_best(model, search_dir) -> dict:
@@ -89,8 +89,8 @@ def best_skip_set(model: str = "default", ratio: float | None = None, *, search_
         have = [f"[{b['lo']:g}, {b['hi']:g})" for b in data["buckets"] if b["best"]]
         raise LookupError(
             f"no searched skip set of model {str(model)!r} has a skip ratio in [{bucket['lo']:g}, {bucket['hi']:g}) "
-            f"(buckets with results: {', '.join(have) or 'none'}); run `python -m labkit.search --model {model} "
-            f"--ratio-bucket {bucket['lo']:g} {bucket['hi']:g} --trials 40`, then `python -m labkit.search export "
+            f"(buckets with results: {', '.join(have) or 'none'}); run `python -m labkit search --model {model} "
+            f"--ratio-bucket {bucket['lo']:g} {bucket['hi']:g} --trials 40`, then `python -m labkit search export "
             f"--model {model}`")
     return SkipSet.from_dict(bucket["best"]["skip"])
 

@@ -18,7 +18,7 @@ __all__ = ["write_model_card", "train_command"]
 
 def _robustness_section(rob: dict | None) -> str:
     if not rob:
-        return "Not measured yet: run `python -m labkit.robustness --model <name>`.\n"
+        return "Not measured yet: run `python -m labkit robustness --model <name>`.\n"
     lines = [
         f"Measured by `{rob['command']}` on {rob['n_prompts']} held-out prompts "
         f"({rob['n_positions']} teacher-forced positions of the full model's greedy continuation), "
@@ -45,7 +45,7 @@ def train_command(cfg: dict) -> str:
         skip |= SKIP_ROBUST_SETTINGS
     args = [f"--{k.replace('_', '-')} {shlex.quote(str(v))}" for k, v in cfg.items()
             if k not in skip and k in defaults and defaults[k] != v]
-    return " ".join(["python -m labkit.train --name", cfg["name"], *args])
+    return " ".join(["python -m labkit train --name", cfg["name"], *args])
 
 
 def _recipe_text(cfg: dict) -> str:
@@ -67,7 +67,7 @@ def _recipe_text(cfg: dict) -> str:
 
 
 def _draft_head_section(model_dir: Path) -> str:
-    """A section on the draft head fitted for this model (``python -m labkit.train_draft_head``), when it has one."""
+    """A section on the draft head fitted for this model (``python -m labkit train-draft-head``), when it has one."""
     path = model_dir / "draft_head" / "draft_head.json"
     if not path.exists():
         return ""

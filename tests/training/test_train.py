@@ -77,6 +77,7 @@ def test_model_card_command_rebuilds_the_recorded_recipe(tmp_path, monkeypatch):
         cfg.draft_skip, cfg.draft_skip_prob, cfg.greedy_tail = "attention=1;mlp=0", 0.5, 8
         cfg.top1_weight, cfg.fresh_optimizer_at = 0.5, 3
         command = train_command(asdict(cfg))
+        assert command.startswith("python -m labkit train --name ")
         assert "--threads" not in command and "--out-dir" not in command
         if recipe == "plain":
             assert "skip-ratio" not in command and "distill" not in command and "draft" not in command
@@ -84,7 +85,7 @@ def test_model_card_command_rebuilds_the_recorded_recipe(tmp_path, monkeypatch):
             assert "--skip-ratio-min 0.2" in command
         seen = {}
         monkeypatch.setattr("labkit.training.loop.train", lambda c: seen.update(cfg=c))
-        main(shlex.split(command)[3:])                    # drop "python -m labkit.train"
+        main(shlex.split(command)[4:])                    # drop "python -m labkit train"
         rebuilt, recorded = asdict(seen["cfg"]), asdict(cfg)
         ignored = {"out_dir", "work_dir", "tokenizer_dir", "corpus_root", "eval_every", "checkpoint_every", "threads"}
         if recipe == "plain":
