@@ -1,6 +1,6 @@
 """Fit a draft head (:mod:`labkit.core.draft_head`) for one skip set of a model: the model itself never changes.
 
-    python -m labkit.train_draft_head --model default    # about 8 minutes on 2 cores, 3 once the continuations exist
+    python -m labkit train-draft-head --model default    # about 8 minutes on 2 cores, 3 once the continuations exist
 
 Data: the model's own greedy continuations (``new_tokens`` each) of windows of the training split (``prompt_tokens``
 taken every ``stride`` tokens of every file): the positions a draft meets while decoding (on-policy, as in the
@@ -154,7 +154,7 @@ def fit_draft_head(model, head: DraftHead, h_draft: torch.Tensor, h_full: torch.
 
 
 def _parse(argv: list[str] | None) -> HeadConfig:
-    parser = argparse.ArgumentParser(prog="python -m labkit.train_draft_head", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])   # prog: how it was called (labkit.cli)
     for name, default in asdict(HeadConfig()).items():
         parser.add_argument("--" + name.replace("_", "-"), type=type(default), default=default)
     cfg = HeadConfig(**vars(parser.parse_args(argv)))
@@ -185,7 +185,7 @@ def main(argv: list[str] | None = None) -> None:
     history = fit_draft_head(model, head, h_draft, h_full, cfg)
     args = sys.argv[1:] if argv is None else argv
     head.info = {
-        "config": asdict(cfg), "command": " ".join(["python -m labkit.train_draft_head", *args]),
+        "config": asdict(cfg), "command": " ".join(["python -m labkit train-draft-head", *args]),
         "windows": len(sequences), "held_out_windows": n_held, "positions": len(h_draft), "loss_per_epoch": history,
         "held_out_agreement": {"without_head": before, "with_head": agreement(model, head, held_draft, held_full)},
         "seconds": round(time.perf_counter() - t0, 1), "torch": torch.__version__, "machine": platform.machine(),
