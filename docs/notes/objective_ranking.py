@@ -37,7 +37,7 @@ from labkit.measure.costmodel import measure_cost_model
 from labkit.measure.machine import machine_info
 from labkit.artifacts.paths import SEARCH_DIR
 from labkit.core.skip import SkipSet, parse_skip_set
-from labkit.search import run_search
+from labkit.search import SearchConfig, run_search
 from labkit.search.objectives import build_objective, objective_settings
 from labkit.search.space import skip_from_params, stratified_sets
 
@@ -47,8 +47,8 @@ OLD_SKIP = "attention=1,4,5,6,7;mlp=1,2,3,5,6"      # default's shipped best bef
 
 def searched_sets(model_name: str, cost_model) -> dict[str, SkipSet]:
     """The sets searches return: a live 100-trial modelled search's top 5, the shipped priced search's top 5."""
-    study = run_search(model_name, objective="modelled", trials=100, storage=":memory:", cost_model=cost_model,
-                       progress=False).study
+    study = run_search(model_name, SearchConfig(objective="modelled"), trials=100, storage=":memory:",
+                       cost_model=cost_model, progress=False).study
     n_layers = cost_model.n_layers
     out, seen = {}, set()
     for t in sorted(study.trials, key=lambda t: t.value):

@@ -3,13 +3,15 @@
 A model is named by a shipped name (``default``, ``plain``, ``draft``: folders in ``data/models``), a
 local Hugging Face folder, or a hub id already in the local cache. Studies and results record
 :func:`model_id` (and :func:`fingerprint`, a hash of the weights, so results of other weights are
-never mistaken for this model's); folders of results are named by :func:`model_key`.
+never mistaken for this model's); folders of results are named by :func:`model_key`. :func:`identify` resolves a
+name into all of them at once (a :class:`ModelIdentity`), so code that needs several reads the name only once.
 """
 from __future__ import annotations
 
 import hashlib
 import json
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -19,7 +21,7 @@ from ..core.draft_head import DraftHead
 from .paths import MODELS_DIR
 
 __all__ = ["load_model", "SHIPPED_MODELS", "model_folder", "model_id", "model_key", "fingerprint",
-           "load_draft_model", "load_draft_head", "draft_head_folder"]
+           "ModelIdentity", "identify", "load_draft_model", "load_draft_head", "draft_head_folder"]
 
 #: Models trained by this lab and shipped in data/models/.
 SHIPPED_MODELS = ("default", "plain", "draft")
@@ -169,13 +171,38 @@ def model_key(name) -> str:
 
 def fingerprint(name) -> str:
     """SHA-256 (16 hex) of the model's safetensors weights when it is a local folder, else of its id."""
-    folder = model_folder(name)
+    return _weights_hash(model_folder(name), model_id(name))
+
+
+def _weights_hash(folder: Path, mid: str) -> str:
+    """:func:`fingerprint` of a model whose folder and id are known: its safetensors files, else its id."""
     h = hashlib.sha256()
     files = sorted(folder.glob("*.safetensors")) if folder.is_dir() else []
     if not files:
-        h.update(model_id(name).encode())
+        h.update(mid.encode())
     for f in files:
         with open(f, "rb") as fh:
             for chunk in iter(lambda: fh.read(1 << 20), b""):
                 h.update(chunk)
     return h.hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class ModelIdentity:
+    """Everything results record about one model, resolved from its name once: the name as given, the id a study
+    records (:func:`model_id`), the key its result folders are named by (:func:`model_key`), its folder
+    (:func:`model_folder`; for a hub id a path that is not there) and the fingerprint of its weights."""
+
+    name: str
+    id: str
+    key: str
+    folder: Path
+    fingerprint: str
+
+
+def identify(name_or_path: str | os.PathLike) -> ModelIdentity:
+    """The :class:`ModelIdentity` of a shipped name, a local folder or a hub id (the weights are hashed once, here)."""
+    text = str(name_or_path)
+    mid = model_id(text)
+    folder = model_folder(text)
+    return ModelIdentity(text, mid, model_key(text), folder, _weights_hash(folder, mid))

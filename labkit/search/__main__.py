@@ -20,7 +20,7 @@ from typing import Sequence
 
 import torch
 
-from ..artifacts.models import load_model, model_key
+from ..artifacts.models import model_key
 from ..artifacts.paths import SEARCH_DIR
 from ..artifacts.results import BUCKET_WIDTH, ratio_buckets
 from ..core.draft_config import DraftConfig
@@ -28,12 +28,12 @@ from ..core.skip import SkipSet
 from ..measure.costmodel import CostModel
 from .compare import check_modelled_against_measured, compare_samplers, rank_agreement
 from .export import export_results
+from .final import FinalConfig, final_check
+from .inputs import SearchConfig, SearchModel
 from .objectives import OBJECTIVES
-from .final import final_check
 from .run import run_search
-from .storage import default_study_name
 from .samplers import SAMPLERS
-from .storage import DEFAULT_STORAGE
+from .storage import DEFAULT_STORAGE, default_study_name
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -75,76 +75,102 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+def _config(args, objective: str, bucket=None, study_name: str | None = None) -> SearchConfig:
+    """The SearchConfig of the command line's settings (``--sources`` only for ``priced``)."""
+    return SearchConfig(objective=objective, sampler=args.sampler, seed=args.seed, ratio_bucket=bucket,
+                        study_name=study_name, warm_start=not args.no_warm_start, n_prompts=args.prompts,
+                        n_tokens=args.tokens, max_new_tokens=args.max_new_tokens, policy=args.policy,
+                        sources=args.sources if objective == "priced" else None)
+
+
+def _export(args) -> int:
+    out = export_results(args.model, storage=args.storage, objective=args.objective, out_dir=args.out)
+    data = json.loads((out / "best.json").read_text())
+    print(f"wrote {out}/best.json, trials.csv, trials.json ({data['n_trials']} trials, objective "
+          f"{data['objective']}); best {data['overall']['value_ms_per_token']:.3f} ms/token: "
+          f"{SkipSet.from_dict(data['overall']['skip'])}")
+    return 0
+
+
+def _final(args) -> int:
+    subject = SearchModel.resolve(args.model)
+    name = args.study_name or default_study_name(subject.identity, args.objective or "priced", None)
+    record = final_check(subject, study_name=name, storage=args.storage, progress=not args.no_progress,
+                         config=FinalConfig(top_k=args.top_k, repeats=args.repeats))
+    print(f"{name}: trial #{record['chosen_trial']} at {record['geomean_speedup']:.2f}x the plain loop "
+          f"(geometric mean over sources, {record['seconds']:.0f} s): {DraftConfig.from_dict(record['config'])}")
+    return 0
+
+
+def _write_json(path: Path, record: dict) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(record, indent=1))
+    return path
+
+
+def _compare(args) -> int:
+    objective = args.objective or "modelled"
+    res = compare_samplers(args.model, _config(args, objective), samplers=args.samplers, seeds=args.seeds,
+                           trials=args.trials, progress=not args.no_progress, cost_model=_cost_model(args))
+    out = _write_json(Path(args.out) if args.out else SEARCH_DIR / model_key(args.model) /
+                      f"compare-{objective}.json", res)
+    print(json.dumps(res["summary"], indent=2))
+    print(f"wrote {out} ({res['total_seconds']:.0f} s)")
+    return 0
+
+
+def _check(args) -> int:
+    print(json.dumps(check_modelled_against_measured(args.model, storage=args.storage), indent=2))
+    return 0
+
+
+def _rank(args) -> int:
+    settings = {k: v for k, v in {"n_prompts": args.prompts, "n_tokens": args.tokens,
+                                  "max_new_tokens": args.max_new_tokens, "policy": args.policy}.items() if v is not None}
+    res = rank_agreement(args.model, n_sets=args.n_sets, seed=args.seed, progress=not args.no_progress,
+                         cost_model=_cost_model(args), modelled_settings=settings, measured_settings=settings)
+    out = _write_json(Path(args.out) if args.out else SEARCH_DIR / model_key(args.model) / "rank_agreement.json", res)
+    print(f"Spearman rho {res['spearman_rho']:.3f} (p {res['p_value']:.2g}) over {res['n_sets']} skip sets; "
+          f"wrote {out}")
+    return 0
+
+
+def _run(args) -> int:
+    """One study, or one per ratio bucket (``--per-bucket``), all of one model loaded and identified once."""
+    buckets = ratio_buckets() if args.per_bucket else [tuple(args.ratio_bucket) if args.ratio_bucket else None]
+    configs = [_config(args, args.objective or "modelled", bucket, None if args.per_bucket else args.study_name)
+               for bucket in buckets]                                   # every config checked before any work
+    subject = SearchModel.resolve(args.model, cost_model=_cost_model(args))
+    for config in configs:
+        res = run_search(subject, config, trials=args.trials, storage=args.storage, progress=not args.no_progress,
+                         timeout=args.timeout)
+        print(f"study {res.extra['study_name']}: {res.n_new} new trials, {res.n_complete} complete, "
+              f"{res.seconds:.1f} s; best {res.best_value:.3f} ms/token ({res.best_speedup:.2f}x vs "
+              f"{res.baseline_ms:.3f} ms/token plain): {res.best_config or res.best_skip}")
+    return 0
+
+
+def _cost_model(args) -> CostModel | None:
+    return CostModel.load(args.cost_model) if args.cost_model else None
+
+
+ACTIONS = {"run": _run, "export": _export, "final": _final, "compare": _compare, "check": _check, "rank": _rank}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m labkit.search [action] ...``: exit status 0, 2 on bad input, 130 when interrupted."""
     args = _parser().parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    key = model_key(args.model)
     try:
-        if args.action == "export":
-            out = export_results(args.model, storage=args.storage, objective=args.objective, out_dir=args.out)
-            data = json.loads((out / "best.json").read_text())
-            print(f"wrote {out}/best.json, trials.csv, trials.json ({data['n_trials']} trials, objective "
-                  f"{data['objective']}); best {data['overall']['value_ms_per_token']:.3f} ms/token: "
-                  f"{SkipSet.from_dict(data['overall']['skip'])}")
-            return 0
-        settings = {"n_prompts": args.prompts, "n_tokens": args.tokens, "max_new_tokens": args.max_new_tokens,
-                    "policy": args.policy}
-        objective = args.objective or "modelled"
-        if args.action == "final":
-            name = args.study_name or default_study_name(args.model, args.objective or "priced", None)
-            record = final_check(args.model, study_name=name, storage=args.storage, top_k=args.top_k,
-                                 repeats=args.repeats, progress=not args.no_progress)
-            print(f"{name}: trial #{record['chosen_trial']} at {record['geomean_speedup']:.2f}x the plain loop "
-                  f"(geometric mean over sources, {record['seconds']:.0f} s): {DraftConfig.from_dict(record['config'])}")
-            return 0
-        if objective == "priced":
-            settings["sources"] = args.sources
-        cost_model = CostModel.load(args.cost_model) if args.cost_model else None
-        if args.action == "compare":
-            res = compare_samplers(args.model, objective=objective, samplers=args.samplers, seeds=args.seeds,
-                                   trials=args.trials, warm_start=not args.no_warm_start,
-                                   progress=not args.no_progress, cost_model=cost_model, **settings)
-            out = Path(args.out) if args.out else SEARCH_DIR / key / f"compare-{objective}.json"
-            out.parent.mkdir(parents=True, exist_ok=True)
-            out.write_text(json.dumps(res, indent=1))
-            print(json.dumps(res["summary"], indent=2))
-            print(f"wrote {out} ({res['total_seconds']:.0f} s)")
-            return 0
-        if args.action == "check":
-            result = check_modelled_against_measured(args.model, storage=args.storage)
-            print(json.dumps(result, indent=2))
-            return 0
-        if args.action == "rank":
-            res = rank_agreement(args.model, n_sets=args.n_sets, seed=args.seed, progress=not args.no_progress,
-                                 cost_model=cost_model,
-                                 modelled_settings={k: v for k, v in settings.items() if v is not None},
-                                 measured_settings={k: v for k, v in settings.items() if v is not None})
-            out = Path(args.out) if args.out else SEARCH_DIR / key / "rank_agreement.json"
-            out.parent.mkdir(parents=True, exist_ok=True)
-            out.write_text(json.dumps(res, indent=1))
-            print(f"Spearman rho {res['spearman_rho']:.3f} (p {res['p_value']:.2g}) over {res['n_sets']} skip sets; "
-                  f"wrote {out}")
-            return 0
-        buckets = ratio_buckets() if args.per_bucket else [tuple(args.ratio_bucket) if args.ratio_bucket else None]
-        loaded = load_model(args.model)
-        for bucket in buckets:
-            res = run_search(args.model, objective=objective, trials=args.trials, sampler=args.sampler, seed=args.seed,
-                             storage=args.storage, study_name=None if args.per_bucket else args.study_name,
-                             ratio_bucket=bucket, warm_start=not args.no_warm_start, progress=not args.no_progress,
-                             timeout=args.timeout, cost_model=cost_model, loaded=loaded, **settings)
-            print(f"study {res.extra['study_name']}: {res.n_new} new trials, {res.n_complete} complete, "
-                  f"{res.seconds:.1f} s; best {res.best_value:.3f} ms/token ({res.best_speedup:.2f}x vs "
-                  f"{res.baseline_ms:.3f} ms/token plain): {res.best_config or res.best_skip}")
-        return 0
+        return ACTIONS[args.action](args)
     except KeyboardInterrupt:
         print("\ninterrupted: completed trials are saved; run the same command again to resume", file=sys.stderr)
         return 130
     except (ValueError, TypeError, LookupError, FileNotFoundError, OSError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-
 
 
 if __name__ == "__main__":

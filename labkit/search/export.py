@@ -12,11 +12,12 @@ from pathlib import Path
 
 import optuna
 
-from ..artifacts.models import fingerprint, model_id, model_key
+from ..artifacts.models import ModelIdentity
 from ..artifacts.paths import SEARCH_DIR
 from ..artifacts.results import BUCKET_WIDTH, bucket_index, ratio_buckets, search_hint
 from ..measure.analytic import UNIT
 from .final import FINAL_ATTR
+from .inputs import model_identity
 from .space import skip_from_params
 from .storage import DEFAULT_STORAGE, STUDY_MARKER, open_storage
 
@@ -63,17 +64,16 @@ def _overall(rows: list[dict], finals: dict) -> dict:
     return {**_best_entry(min(rows, key=lambda r: r["value_ms_per_token"])), "chosen_by": "objective"}
 
 
-def _model_studies(store, model, objective: str | None, storage) -> tuple[list, str]:
-    """The summaries of every labkit study of ``model`` on its current weights with ``objective`` (default: the
+def _model_studies(store, identity: ModelIdentity, objective: str | None, storage) -> tuple[list, str]:
+    """The summaries of every labkit study of the model on its current weights with ``objective`` (default: the
     only objective present, or 'measured' if both are), and that objective; ValueError naming what is missing."""
-    mid = model_id(model)
+    mid, model = identity.id, identity.name
     summaries = [s for s in optuna.get_all_study_summaries(store, include_best_trial=False)
                  if s.user_attrs.get(STUDY_MARKER) and s.user_attrs.get("model") == mid]
     if not summaries:
         raise ValueError(f"storage {str(storage or DEFAULT_STORAGE)!r} holds no labkit search study of model {mid!r}; "
                          f"run {search_hint(model)}")
-    weights = fingerprint(model)
-    current = [s for s in summaries if s.user_attrs.get("model_fingerprint") == weights]
+    current = [s for s in summaries if s.user_attrs.get("model_fingerprint") == identity.fingerprint]
     if not current:
         raise ValueError(f"the studies of model {mid!r} in this storage were run on other weights than the model "
                          f"has now ({', '.join(sorted(s.study_name for s in summaries))}); run "
@@ -85,7 +85,7 @@ def _model_studies(store, model, objective: str | None, storage) -> tuple[list, 
     return [s for s in current if s.user_attrs["objective"] == objective], objective
 
 
-def _best_payload(model, summaries: list, objective: str, rows: list[dict], n_layers: int) -> dict:
+def _best_payload(identity: ModelIdentity, summaries: list, objective: str, rows: list[dict], n_layers: int) -> dict:
     """best.json: the overall best and the best of every skip-ratio bucket, with the studies they came from."""
     finals = {s.study_name: s.user_attrs[FINAL_ATTR] for s in summaries if s.user_attrs.get(FINAL_ATTR)}
     buckets = []
@@ -94,7 +94,7 @@ def _best_payload(model, summaries: list, objective: str, rows: list[dict], n_la
         best = min(inside, key=lambda r: r["value_ms_per_token"]) if inside else None
         buckets.append({"lo": lo, "hi": hi, "n_trials": len(inside), "best": _best_entry(best) if best else None})
     return {
-        "model": model_id(model), "model_fingerprint": summaries[0].user_attrs.get("model_fingerprint"),
+        "model": identity.id, "model_fingerprint": summaries[0].user_attrs.get("model_fingerprint"),
         "objective": objective, "unit": UNIT, "n_layers": n_layers, "bucket_width": BUCKET_WIDTH,
         "buckets_note": "bucket i holds skip ratios in [lo, hi); the last also holds ratio 1",
         "studies": [{"name": s.study_name, "ratio_bucket": s.user_attrs.get("ratio_bucket"),
@@ -103,27 +103,30 @@ def _best_payload(model, summaries: list, objective: str, rows: list[dict], n_la
         "final_checks": finals,
         "full_step_ms": {s.study_name: (s.user_attrs.get("cost_model") or s.user_attrs["cost_models"]["fp32"]).get(
             "full_step_ms") for s in summaries if s.user_attrs.get("cost_model") or s.user_attrs.get("cost_models")},
-        "exported_at": time.strftime("%Y-%m-%dT%H:%M:%S"), "regenerate": search_hint(model),
+        "exported_at": time.strftime("%Y-%m-%dT%H:%M:%S"), "regenerate": search_hint(identity.name),
     }
 
 
 def export_results(model="default", *, storage=None, objective: str | None = None, out_dir=None) -> Path:
-    """Write best.json, trials.csv and trials.json for ``model`` under data/search/<model>/; returns the folder.
+    """Write best.json, trials.csv and trials.json for ``model`` (a name, a folder, a ModelIdentity or a
+    SearchModel) under data/search/<model key>/; returns the folder.
 
     Gathers every labkit study of that model (all ratio buckets) with ``objective`` (default: the
     only objective present, or 'measured' if both are).
     """
     store = open_storage(storage)
-    summaries, objective = _model_studies(store, model, objective, storage)
+    identity = model_identity(model)
+    summaries, objective = _model_studies(store, identity, objective, storage)
     n_layers = summaries[0].user_attrs["search_space"]["n_layers"]
     rows = []
     for s in sorted(summaries, key=lambda s: s.study_name):
         rows.extend(trial_rows(optuna.load_study(study_name=s.study_name, storage=store), n_layers))
     if not rows:
-        raise ValueError(f"the studies of model {model_id(model)!r} hold no completed trial yet; run {search_hint(model)}")
-    out = Path(out_dir) if out_dir else SEARCH_DIR / model_key(model)
+        raise ValueError(f"the studies of model {identity.id!r} hold no completed trial yet; run "
+                         f"{search_hint(identity.name)}")
+    out = Path(out_dir) if out_dir else SEARCH_DIR / identity.key
     out.mkdir(parents=True, exist_ok=True)
-    (out / "best.json").write_text(json.dumps(_best_payload(model, summaries, objective, rows, n_layers), indent=2))
+    (out / "best.json").write_text(json.dumps(_best_payload(identity, summaries, objective, rows, n_layers), indent=2))
     (out / "trials.json").write_text(json.dumps(rows, indent=1))
     with open(out / "trials.csv", "w", newline="") as fh:
         writer = csv.DictWriter(fh, fieldnames=list(rows[0]))

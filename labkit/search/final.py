@@ -11,16 +11,18 @@ from __future__ import annotations
 
 import statistics
 import time
+from dataclasses import dataclass
 
 import optuna
 
-from ..artifacts.models import load_model
+from ..core.checks import check_int
 from ..core.draft_config import DraftConfig
 from ..measure.adaptive import compare_configs
+from .inputs import SearchModel
 from .space import config_from_params
 from .storage import feasible_trials, open_storage
 
-__all__ = ["FINAL_ATTR", "top_configs", "final_check"]
+__all__ = ["FINAL_ATTR", "FinalConfig", "top_configs", "final_check"]
 
 FINAL_ATTR = "final"
 
@@ -38,26 +40,53 @@ def top_configs(study, n_layers: int, k: int) -> list[tuple[int, float, DraftCon
     return out
 
 
-def final_check(model="default", *, study_name: str, storage=None, top_k: int = 5, sources=None,
-                n_prompts: int = 4, max_new_tokens: int = 64, repeats: int = 3, loaded: tuple | None = None,
-                progress: bool = True) -> dict:
-    """Time the ``top_k`` configurations of ``study_name`` (a ``priced`` study of ``model``) and record the
-    fastest in the study (see the module docstring); returns that record. ``sources``: default, the study's own."""
-    if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
-        raise ValueError(f"top_k must be an integer >= 1, got {top_k!r}")
-    store = open_storage(storage)
+@dataclass(frozen=True)
+class FinalConfig:
+    """How a final check times: the ``top_k`` distinct configurations, on the first ``n_prompts`` choosing prompts of
+    each of ``sources`` (None: the study's own), ``max_new_tokens`` each, ``repeats`` interleaved repetitions.
+    Checked when built."""
+
+    top_k: int = 5
+    sources: tuple[str, ...] | None = None
+    n_prompts: int = 4
+    max_new_tokens: int = 64
+    repeats: int = 3
+
+    def __post_init__(self):
+        for name in ("top_k", "n_prompts", "max_new_tokens", "repeats"):
+            check_int(name, getattr(self, name), 1)
+        if isinstance(self.sources, str):
+            raise TypeError(f"sources must be a sequence of source names, got the string {self.sources!r}")
+        object.__setattr__(self, "sources", None if self.sources is None else tuple(self.sources))
+
+
+def _config_study(store, study_name: str):
+    """The ``priced`` study ``study_name`` and its search space; ValueError when it searched masks only."""
     study = optuna.load_study(study_name=study_name, storage=store)
     space = study.user_attrs.get("search_space", {})
     if space.get("space") != "config":
         raise ValueError(f"study {study_name!r} did not search whole draft configurations (objective "
                          f"{study.user_attrs.get('objective')!r}); final_check needs a 'priced' study")
-    sources = list(sources or study.user_attrs.get("settings", {}).get("sources") or ["stdlib", "packages"])
+    return study, space
+
+
+def final_check(model="default", *, study_name: str, storage=None, config: FinalConfig | None = None,
+                progress: bool = True) -> dict:
+    """Time the top configurations of ``study_name`` (a ``priced`` study of ``model``: a name, a folder or a
+    :class:`~labkit.search.inputs.SearchModel`) as ``config`` says (None: the defaults), and record the fastest in
+    the study (see the module docstring); returns that record."""
+    config = FinalConfig() if config is None else config
+    if not isinstance(config, FinalConfig):
+        raise TypeError(f"config must be a FinalConfig, got {type(config).__name__}")
+    study, space = _config_study(open_storage(storage), study_name)
+    sources = list(config.sources or study.user_attrs.get("settings", {}).get("sources") or ["stdlib", "packages"])
     t0 = time.perf_counter()
-    model_obj, tokenizer = loaded or load_model(model)
-    top = top_configs(study, space["n_layers"], top_k)
-    labels = {f"#{number}": config for number, _, config in top}
-    comparison = compare_configs(model_obj, tokenizer, labels, sources=sources, n_prompts=n_prompts,
-                                 max_new_tokens=max_new_tokens, repeats=repeats, held_out=False, progress=progress)
+    subject = SearchModel.resolve(model)
+    top = top_configs(study, space["n_layers"], config.top_k)
+    labels = {f"#{number}": draft for number, _, draft in top}
+    comparison = compare_configs(subject.model, subject.tokenizer, labels, sources=sources, n_prompts=config.n_prompts,
+                                 max_new_tokens=config.max_new_tokens, repeats=config.repeats, held_out=False,
+                                 progress=progress)
     frame = comparison.frame[comparison.frame["method"] != "plain loop"]
     score = {m: statistics.geometric_mean(g["speedup"]) for m, g in frame.groupby("method")}
     chosen = max(score, key=score.get)
@@ -67,8 +96,9 @@ def final_check(model="default", *, study_name: str, storage=None, top_k: int = 
                         "geomean_speedup": score[f"#{n}"]} for n, v, c in top],
         "rows": frame[["source", "method", "speedup", "speedup_min", "speedup_max", "acceptance",
                        "identical"]].to_dict("records"),
-        "settings": {"top_k": top_k, "sources": list(sources), "n_prompts": n_prompts,
-                     "max_new_tokens": max_new_tokens, "repeats": repeats, "prompts": "choosing (held_out=False)"},
+        "settings": {"top_k": config.top_k, "sources": list(sources), "n_prompts": config.n_prompts,
+                     "max_new_tokens": config.max_new_tokens, "repeats": config.repeats,
+                     "prompts": "choosing (held_out=False)"},
         "seconds": time.perf_counter() - t0, "measured_at": time.strftime("%Y-%m-%dT%H:%M:%S"),
     }
     study.set_user_attr(FINAL_ATTR, record)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import optuna
 
-from ..artifacts.models import fingerprint, model_id, model_key
+from ..artifacts.models import ModelIdentity
 from ..artifacts.paths import RESULTS_DIR
 from ..artifacts.results import in_bucket
 from ..measure.costmodel import CostModel
@@ -107,21 +107,30 @@ def feasible_trials(study) -> list:
             if t.value is not None and t.user_attrs.get("eval", {}).get("feasible", True)]
 
 
-def default_study_name(model, objective: str, bucket) -> str:
-    name = f"{model_key(model)}-{objective}"
+def _check_identity(identity) -> ModelIdentity:
+    if not isinstance(identity, ModelIdentity):
+        raise TypeError("identity must be a ModelIdentity (labkit.artifacts.models.identify(name)), got "
+                        f"{type(identity).__name__}")
+    return identity
+
+
+def default_study_name(identity: ModelIdentity, objective: str, bucket) -> str:
+    """``<model key>-<objective>[-ratio<lo>-<hi>]``: the name a study gets unless it is given one."""
+    name = f"{_check_identity(identity).key}-{objective}"
     if bucket is not None:
         name += f"-ratio{bucket[0]:g}-{bucket[1]:g}"
     return name
 
 
-def expected_attrs(model, objective, n_layers, bucket, settings, space: str = "mask") -> dict:
+def expected_attrs(identity: ModelIdentity, objective, n_layers, bucket, settings, space: str = "mask") -> dict:
+    """The attributes that tie a study to one model (its id and weights), objective, settings, space and bucket."""
     params = space_param_names(space, n_layers)
     search_space = {"n_layers": n_layers, "params": params, "low": 0, "high": 1}
     if space != "mask":
         search_space["space"] = space
     return {
-        "model": model_id(model),
-        "model_fingerprint": fingerprint(model),
+        "model": _check_identity(identity).id,
+        "model_fingerprint": identity.fingerprint,
         "objective": objective,
         "search_space": search_space,
         "ratio_bucket": list(bucket) if bucket else None,

@@ -18,8 +18,8 @@ import pytest
 from labkit import SkipSet
 from labkit.measure.costmodel import CostModel
 from labkit.artifacts.results import best_skip_set, ratio_buckets
-from labkit.search import (export_results, open_storage, param_names, params_from_skip, run_search, skip_from_params,
-                           warm_start_sets)
+from labkit.search import (SearchConfig, export_results, open_storage, param_names, params_from_skip, run_search,
+                           skip_from_params, warm_start_sets)
 from labkit.search.__main__ import main
 from tiny_models import save_tiny_model_folder
 
@@ -27,7 +27,8 @@ REPO = Path(__file__).resolve().parents[2]
 # a hand-made cost model for the 4-layer tiny model: tests that are not about measuring skip the timing
 CM = CostModel(n_layers=4, fixed_ms=0.3, attention_ms=[0.1] * 4, mlp_ms=[0.08] * 4, layer_ms=[0.05] * 4,
                verify_ms=[1.25 + 0.01 * k for k in range(13)], full_step_ms=1.22)
-FAST = {"n_prompts": 1, "n_tokens": 6, "progress": False, "cost_model": CM}
+FAST = {"n_prompts": 1, "n_tokens": 6}                     # a SearchConfig's settings
+QUIET = {"progress": False, "cost_model": CM}              # run_search's
 
 
 
@@ -74,8 +75,8 @@ def test_search_space_and_warm_start():
 # -- both objectives ----------------------------------------------------------------------------
 def test_modelled_search_with_gp(tiny, tmp_path):
     storage = db(tmp_path)
-    res = run_search(tiny, objective="modelled", trials=12, sampler="gp", seed=0, storage=storage, n_prompts=1,
-                     n_tokens=6, progress=False)                         # measures this machine's cost model
+    res = run_search(tiny, SearchConfig(objective="modelled", sampler="gp", seed=0, n_prompts=1, n_tokens=6),
+                     trials=12, storage=storage, progress=False)         # measures this machine's cost model
     study = res.study
     assert res.n_complete == 12 and res.n_new == 12
     assert [t.user_attrs.get("warm_start") for t in study.trials[:3]] == [
@@ -94,8 +95,8 @@ def test_modelled_search_with_gp(tiny, tmp_path):
 
 
 def test_measured_search(tiny, tmp_path):
-    res = run_search(tiny, objective="measured", trials=4, sampler="tpe", storage=db(tmp_path), n_prompts=1,
-                     max_new_tokens=6, progress=False)
+    res = run_search(tiny, SearchConfig(objective="measured", sampler="tpe", n_prompts=1, max_new_tokens=6),
+                     trials=4, storage=db(tmp_path), progress=False)
     assert res.n_complete == 4 and res.baseline_ms > 0 and 0 < res.best_value < 1e4
     for t in res.study.trials:
         ev = t.user_attrs["eval"]
@@ -105,9 +106,10 @@ def test_measured_search(tiny, tmp_path):
 
 def test_ratio_bucket_penalises_sets_outside(tiny, tmp_path):
     storage = db(tmp_path)
-    free = run_search(tiny, trials=8, sampler="random", storage=storage, **FAST).study
+    free = run_search(tiny, SearchConfig(sampler="random", **FAST), trials=8, storage=storage, **QUIET).study
     known = {skip_from_params(t.params, 4) for t in free.trials if t.user_attrs["eval"]["ratio"] == 0.5}
-    res = run_search(tiny, trials=12, sampler="random", storage=storage, ratio_bucket=(0.5, 0.625), **FAST)
+    res = run_search(tiny, SearchConfig(sampler="random", ratio_bucket=(0.5, 0.625), **FAST), trials=12,
+                     storage=storage, **QUIET)
     trials = res.study.trials
     starts = [t.user_attrs["warm_start"] for t in trials if "warm_start" in t.user_attrs]
     assert starts[0] == "every other layer"                              # the only fixed warm start inside
@@ -126,7 +128,7 @@ def test_ratio_bucket_penalises_sets_outside(tiny, tmp_path):
 def test_bucket_study_starts_from_the_model_cards_greedy_path(tiny, tmp_path):
     import shutil
 
-    from labkit.search.run import model_card_sets
+    from labkit.search.study import model_card_sets
 
     folder = tmp_path / "carded"
     shutil.copytree(tiny, folder)
@@ -138,7 +140,8 @@ def test_bucket_study_starts_from_the_model_cards_greedy_path(tiny, tmp_path):
         "model card's greedy elimination, 4 skipped": path[3]}
     assert model_card_sets(str(folder), (0.5, 0.625), 3) == {}                     # a card of another shape
     assert model_card_sets(tiny, (0.5, 0.625), 4) == {}                            # no card
-    res = run_search(str(folder), trials=3, sampler="random", storage=db(tmp_path), ratio_bucket=(0.5, 0.625), **FAST)
+    res = run_search(str(folder), SearchConfig(sampler="random", ratio_bucket=(0.5, 0.625), **FAST), trials=3,
+                     storage=db(tmp_path), **QUIET)
     starts = [t.user_attrs.get("warm_start") for t in res.study.trials]
     assert starts[:2] == ["every other layer", "model card's greedy elimination, 4 skipped"]
     assert skip_from_params(res.study.trials[1].params, 4) == path[3]
@@ -146,8 +149,9 @@ def test_bucket_study_starts_from_the_model_cards_greedy_path(tiny, tmp_path):
 # -- export and read-back -----------------------------------------------------------------------
 def test_export_and_best_skip_set(tiny, tmp_path):
     storage = db(tmp_path)
-    run_search(tiny, trials=10, sampler="random", storage=storage, **FAST)
-    run_search(tiny, trials=6, sampler="random", storage=storage, ratio_bucket=(0.75, 0.875), **FAST)
+    run_search(tiny, SearchConfig(sampler="random", **FAST), trials=10, storage=storage, **QUIET)
+    run_search(tiny, SearchConfig(sampler="random", ratio_bucket=(0.75, 0.875), **FAST), trials=6, storage=storage,
+               **QUIET)
     out = export_results(tiny, storage=storage, out_dir=tmp_path / "search" / "tiny4")
     best = json.loads((out / "best.json").read_text())
     rows = json.loads((out / "trials.json").read_text())
@@ -197,8 +201,8 @@ def test_resume_after_kill_9(tiny, tmp_path):
     assert proc.returncode == -signal.SIGKILL
     before = {t.number: (t.value, t.params) for t in complete(storage, name)}
     assert len(before) >= 2
-    res = run_search(tiny, trials=3, sampler="random", storage=storage, study_name=name, n_prompts=1, n_tokens=4,
-                     progress=False)                                     # reuses the cost model the study stored
+    res = run_search(tiny, SearchConfig(sampler="random", study_name=name, n_prompts=1, n_tokens=4), trials=3,
+                     storage=storage, progress=False)                    # reuses the cost model the study stored
     after = {t.number: (t.value, t.params) for t in complete(storage, name)}
     assert len(after) == len(before) + 3 and res.n_complete == len(after)
     assert all(after[n] == v for n, v in before.items())               # nothing completed was lost or changed
@@ -226,16 +230,16 @@ def test_bad_input_errors(tiny, tmp_path, monkeypatch):
         run_search(str(tmp_path / "no-such-model"), trials=1, storage=storage)
     with pytest.raises(OSError, match="could not load model"):
         run_search("no-such-model-anywhere", trials=1, storage=storage)
-    with pytest.raises(ValueError, match="trials must be >= 1"):
+    with pytest.raises(ValueError, match="trials must be an integer >= 1"):
         run_search(tiny, trials=0, storage=storage)
-    with pytest.raises(TypeError):
+    with pytest.raises(TypeError, match="trials"):
         run_search(tiny, trials="3", storage=storage)
-    with pytest.raises(ValueError, match="unknown sampler"):
-        run_search(tiny, trials=1, sampler="cmaes", storage=storage)
-    with pytest.raises(ValueError, match="unknown objective"):
-        run_search(tiny, trials=1, objective="vibes", storage=storage)
-    with pytest.raises(ValueError, match="ratio_bucket"):
-        run_search(tiny, trials=1, ratio_bucket=(0.6, 0.4), storage=storage)
+    with pytest.raises(TypeError, match="config must be a SearchConfig"):
+        run_search(tiny, {"objective": "modelled"}, trials=1, storage=storage)
+    with pytest.raises(ValueError, match="timeout"):
+        run_search(tiny, trials=1, storage=storage, timeout=0)
+    with pytest.raises(ValueError, match="no skip set of a 4-layer model"):
+        run_search(tiny, SearchConfig(ratio_bucket=(0.01, 0.02)), trials=1, storage=storage)
     for url in ("nosuchdialect://nowhere/x", f"sqlite:///{tmp_path}/missing-dir/x.db",
                 f"journal:{tmp_path}/missing/x.log", "results.txt"):
         with pytest.raises(ValueError, match="cannot open Optuna storage"):
@@ -245,26 +249,30 @@ def test_bad_input_errors(tiny, tmp_path, monkeypatch):
 
 def test_same_study_name_with_other_model_space_or_objective(tiny, tiny3, tmp_path):
     storage = db(tmp_path)
-    run_search(tiny, trials=2, sampler="random", storage=storage, study_name="s", **FAST)
+    run_search(tiny, SearchConfig(sampler="random", study_name="s", **FAST), trials=2, storage=storage, **QUIET)
     n = len(complete(storage, "s"))
     with pytest.raises(ValueError, match="model.*search space|search space"):
-        run_search(tiny3, trials=2, sampler="random", storage=storage, study_name="s", **FAST)
+        run_search(tiny3, SearchConfig(sampler="random", study_name="s", **FAST), trials=2, storage=storage, **QUIET)
     with pytest.raises(ValueError, match="objective"):
-        run_search(tiny, trials=2, objective="measured", storage=storage, study_name="s", n_prompts=1, progress=False)
+        run_search(tiny, SearchConfig(objective="measured", study_name="s", n_prompts=1), trials=2, storage=storage,
+                   progress=False)
     with pytest.raises(ValueError, match="ratio bucket"):
-        run_search(tiny, trials=2, storage=storage, study_name="s", ratio_bucket=(0.5, 0.75), **FAST)
+        run_search(tiny, SearchConfig(study_name="s", ratio_bucket=(0.5, 0.75), **FAST), trials=2, storage=storage,
+                   **QUIET)
     with pytest.raises(ValueError, match="objective settings"):
-        run_search(tiny, trials=2, sampler="random", storage=storage, study_name="s", n_prompts=2, n_tokens=6,
-                   progress=False, cost_model=CM)
+        run_search(tiny, SearchConfig(sampler="random", study_name="s", n_prompts=2, n_tokens=6), trials=2,
+                   storage=storage, **QUIET)
     assert len(complete(storage, "s")) == n                              # untouched
-    again = run_search(tiny, trials=2, sampler="random", storage=storage, study_name="s", **FAST)   # resumes
+    again = run_search(tiny, SearchConfig(sampler="random", study_name="s", **FAST), trials=2, storage=storage,
+                       **QUIET)                                          # resumes
     assert again.n_complete == n + 2 and not again.extra["created"]
 
 
 def test_journal_storage(tiny, tmp_path):
-    res = run_search(tiny, trials=3, sampler="random", storage=f"journal:{tmp_path / 'search.log'}", **FAST)
+    config = SearchConfig(sampler="random", **FAST)
+    res = run_search(tiny, config, trials=3, storage=f"journal:{tmp_path / 'search.log'}", **QUIET)
     assert res.n_complete == 3
-    res = run_search(tiny, trials=2, sampler="random", storage=str(tmp_path / "search.log"), **FAST)
+    res = run_search(tiny, config, trials=2, storage=str(tmp_path / "search.log"), **QUIET)
     assert res.n_complete == 5
 
 
@@ -274,7 +282,7 @@ def test_compare_rank_and_figures(tiny, tmp_path):
     from labkit.viz.search import best_so_far_figure, optimization_history, param_importances, rank_scatter, \
         skip_mask_heatmap
 
-    cmp = compare_samplers(tiny, seeds=(0, 1), trials=5, n_prompts=1, n_tokens=6, progress=False, cost_model=CM)
+    cmp = compare_samplers(tiny, SearchConfig(**FAST), seeds=(0, 1), trials=5, **QUIET)
     for sampler in ("gp", "tpe", "random"):
         assert len(cmp["curves"][sampler]) == 2
         for curve in cmp["curves"][sampler]:
@@ -287,7 +295,7 @@ def test_compare_rank_and_figures(tiny, tmp_path):
                           measured_settings={"n_prompts": 1, "max_new_tokens": 6}, progress=False, cost_model=CM)
     assert rank["n_sets"] == 4 and -1 <= rank["spearman_rho"] <= 1 or rank["spearman_rho"] != rank["spearman_rho"]
 
-    study = run_search(tiny, trials=4, sampler="random", storage=db(tmp_path), **FAST).study
+    study = run_search(tiny, SearchConfig(sampler="random", **FAST), trials=4, storage=db(tmp_path), **QUIET).study
     figures = [optimization_history(study, baseline_ms=1.0), param_importances(study),
                skip_mask_heatmap(SkipSet(attention=[1]), 4),
                skip_mask_heatmap({"a": SkipSet(), "b": SkipSet.all(4)}, 4),
