@@ -30,8 +30,14 @@ from pathlib import Path
 import torch
 
 from ..core.cache import new_cache
+from ..core.checks import check_int
 from ..core.forward import check_inputs, forward_tokens
-from .corpus import PACKAGE_EXCLUDED_DIRS, corpus_files, package_files, package_folder, stdlib_root
+from .corpus import (
+    corpus_files,
+    package_files,
+    package_folder,
+    stdlib_root,
+)
 
 __all__ = ["Prompt", "prompts", "benchmark_prompts", "pick_prompt", "PROMPT_OFFSET", "OUTSIDE_PACKAGES",
            "BUILTIN_SOURCES", "package_prompts", "read_prompt_file", "source_info", "source_label",
@@ -292,8 +298,7 @@ def prompts(n: int = 8, *, seed: int = 0, root: Path | None = None, source: str 
     source, after the text of its file just before it (:func:`_long_text`), a few hundred tokens in all.
     The same interpreter (and package versions), ``n``, ``seed`` and ``source`` always give the same prompts.
     """
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise ValueError(f"n must be a positive integer, got {n!r}")
+    check_int("n", n, 1)
     candidates = all_prompts(seed=seed, source=source, root=root)
     if n > len(candidates):
         where = source if isinstance(source, str) and source in BUILTIN_SOURCES else f"file {source}"

@@ -12,9 +12,9 @@ model's best", with its fallbacks.
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 
+from ..core.checks import check_number
 from ..core.draft_config import DraftConfig
 from ..core.skip import SkipSet, parse_skip_set
 from .models import model_folder, model_key
@@ -61,11 +61,7 @@ def _read_best(model, search_dir) -> dict:
 
 
 def _check_ratio(ratio) -> float:
-    if isinstance(ratio, bool) or not isinstance(ratio, (int, float)) or math.isnan(ratio):
-        raise TypeError(f"ratio must be a number in [0, 1] or None, got {ratio!r}")
-    if not 0.0 <= ratio <= 1.0:
-        raise ValueError(f"ratio must be in [0, 1], got {ratio}")
-    return float(ratio)
+    return check_number("ratio", ratio, 0.0, 1.0)
 
 
 def best_skip_set(model: str = "default", ratio: float | None = None, *, search_dir=None,

@@ -16,8 +16,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .checks import check_int, check_probability
 from .draft_weights import DRAFT_WEIGHTS
-from .policies import AdaptiveThreshold, DraftPolicy, StaticThreshold, _check_count, _check_probability
+from .policies import AdaptiveThreshold, DraftPolicy, StaticThreshold
 from .skip import SkipSet
 
 __all__ = ["DraftConfig", "STOP_POLICIES"]
@@ -42,8 +43,8 @@ class DraftConfig:
             raise ValueError(f"draft_weights must be None or one of {DRAFT_WEIGHTS}, got {self.draft_weights!r}")
         if self.policy not in STOP_POLICIES:
             raise ValueError(f"policy must be one of {STOP_POLICIES}, got {self.policy!r}")
-        object.__setattr__(self, "threshold", _check_probability("threshold", self.threshold))
-        _check_count("max_draft", self.max_draft)
+        object.__setattr__(self, "threshold", check_probability("threshold", self.threshold))
+        check_int("max_draft", self.max_draft, 1)
 
     def make_policy(self) -> DraftPolicy:
         """A fresh stop rule (an adaptive one learns from here on; reuse it across prompts to carry its state)."""

@@ -34,6 +34,7 @@ import torch
 
 from .architectures import check_mask_free_drafting, check_supported
 from .cache import crop_to, new_cache
+from .checks import check_int
 from .draft_head import DraftHead
 from .draft_weights import draft_weights as build_draft_weights
 from .forward import forward_tokens
@@ -212,9 +213,7 @@ class LookupDrafter(Drafter):
     """Prompt lookup first (up to ``max_tokens`` copied tokens, q = 1 on each); ``fallback`` drafts otherwise."""
 
     def __init__(self, max_tokens: int, fallback: Drafter | None = None):
-        if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
-            raise ValueError(f"lookup must be an integer >= 0, got {max_tokens!r}")
-        self.max_tokens, self.fallback = max_tokens, fallback
+        self.max_tokens, self.fallback = check_int("lookup", max_tokens, 1), fallback
 
     def prepare(self, state: DecodingState, prompt_ids: torch.Tensor) -> None:
         if self.fallback is not None:
@@ -250,8 +249,7 @@ def make_drafter(model, *, skip: SkipSet | SkipStrategy | None = None, draft_mod
         raise ValueError("draft_weights applies to self-drafting; give it without draft_model")
     if draft_head is not None and draft_model is not None:
         raise ValueError("draft_head applies to self-drafting; give it without draft_model")
-    if isinstance(lookup, bool) or not isinstance(lookup, int) or lookup < 0:
-        raise ValueError(f"lookup must be an integer >= 0, got {lookup!r}")
+    check_int("lookup", lookup, 0)
     drafter = (ModelDrafter(model, draft_model) if draft_model is not None
                else SelfDrafter(model, skip, draft_weights, draft_head))
     return LookupDrafter(lookup, drafter) if lookup else drafter

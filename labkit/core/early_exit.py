@@ -41,9 +41,13 @@ from typing import Iterator
 
 import torch
 from torch import nn
-from transformers.masking_utils import create_causal_mask, create_sliding_window_causal_mask
+from transformers.masking_utils import (
+    create_causal_mask,
+    create_sliding_window_causal_mask,
+)
 
 from .architectures import check_mask_free_drafting, check_supported, n_layers
+from .checks import check_int
 from .drafters import Draft, Drafter, draft_tokens
 from .forward import cache_argument
 from .policies import DraftPolicy
@@ -60,12 +64,7 @@ def exit_skip_set(n_layers_total: int, exit_layer: int) -> SkipSet:
 
 
 def check_exit_layer(model, exit_layer) -> int:
-    total = n_layers(model)
-    if isinstance(exit_layer, bool) or not isinstance(exit_layer, int):
-        raise TypeError(f"exit_layer must be an integer in 1..{total - 1}, got {exit_layer!r}")
-    if not 1 <= exit_layer < total:
-        raise ValueError(f"exit_layer must be in 1..{total - 1} (the model has {total} layers), got {exit_layer}")
-    return exit_layer
+    return check_int("exit_layer", exit_layer, 1, n_layers(model) - 1)     # at least one layer drafts, one verifies
 
 
 @contextlib.contextmanager

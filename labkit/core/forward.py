@@ -11,6 +11,7 @@ import inspect
 import torch
 
 from .architectures import check_supported
+from .checks import check_int
 
 __all__ = ["forward_tokens", "model_output", "cache_argument", "check_inputs", "eos_set"]
 
@@ -66,10 +67,7 @@ def check_inputs(model, input_ids, max_new_tokens) -> torch.LongTensor:
         raise ValueError(f"input_ids has batch size {input_ids.shape[0]}; labkit decodes batch size 1 only")
     if input_ids.shape[1] == 0:
         raise ValueError("input_ids is empty: the prompt needs at least one token")
-    if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int):
-        raise TypeError(f"max_new_tokens must be an integer, got {max_new_tokens!r}")
-    if max_new_tokens < 0:
-        raise ValueError(f"max_new_tokens must be >= 0, got {max_new_tokens}")
+    check_int("max_new_tokens", max_new_tokens, 0)
     vocab = model.config.vocab_size
     if int(input_ids.min()) < 0 or int(input_ids.max()) >= vocab:
         raise ValueError(f"input_ids holds token ids outside the vocabulary [0, {vocab})")

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import math
 
-from .policies import DraftPolicy, _check_probability
+from .checks import check_probability
+from .policies import DraftPolicy
 
 __all__ = ["TargetConfidenceGate"]
 
@@ -33,7 +34,7 @@ class TargetConfidenceGate(DraftPolicy):
         if not isinstance(policy, DraftPolicy):
             raise TypeError(f"policy must be a labkit draft policy, got {type(policy).__name__}")
         self.policy = policy
-        self.min_confidence = _check_probability("min_confidence", min_confidence)
+        self.min_confidence = check_probability("min_confidence", min_confidence)
         self.reset_gate()
 
     def reset_gate(self) -> None:

@@ -38,6 +38,7 @@ import time
 import torch
 
 from .cache import crop_to, new_cache
+from .checks import check_choice, check_int
 from .decoding import GenerationResult, prefill
 from .drafters import SelfDrafter
 from .forward import check_inputs, eos_set, forward_tokens
@@ -59,14 +60,9 @@ def fixed_prefix(guess: list[int], output: list[int]) -> int:
 
 
 def _check_args(model, block_size, method, init, skip, pad_token_id) -> int:
-    if isinstance(block_size, bool) or not isinstance(block_size, int):
-        raise TypeError(f"block_size must be an integer >= 1, got {block_size!r}")
-    if block_size < 1:
-        raise ValueError(f"block_size must be >= 1, got {block_size}")
-    if method not in METHODS:
-        raise ValueError(f"method must be one of {', '.join(map(repr, METHODS))}, got {method!r}")
-    if init not in INITS:
-        raise ValueError(f"init must be one of {', '.join(map(repr, INITS))}, got {init!r}")
+    check_int("block_size", block_size, 1)
+    check_choice("method", method, METHODS)
+    check_choice("init", init, INITS)
     if init == "self-draft" and skip is None:
         raise ValueError("init='self-draft' drafts with the model minus the blocks in skip: give skip= (a SkipSet)")
     if init != "self-draft" and skip is not None:
@@ -74,11 +70,7 @@ def _check_args(model, block_size, method, init, skip, pad_token_id) -> int:
     if pad_token_id is None:
         pad_token_id = next((t for t in (getattr(model.generation_config, "pad_token_id", None),
                                          getattr(model.config, "pad_token_id", None)) if isinstance(t, int)), 0)
-    elif isinstance(pad_token_id, bool) or not isinstance(pad_token_id, int):
-        raise TypeError(f"pad_token_id must be an integer token id, got {pad_token_id!r}")
-    if not 0 <= pad_token_id < model.config.vocab_size:
-        raise ValueError(f"pad_token_id {pad_token_id} is outside the vocabulary [0, {model.config.vocab_size})")
-    return pad_token_id
+    return check_int("pad_token_id", pad_token_id, 0, model.config.vocab_size - 1)     # a token of the vocabulary
 
 
 def _self_draft(model, skip: SkipSet, cache, tokens: list[int], block: list[int], n: int) -> list[int]:

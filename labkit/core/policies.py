@@ -15,26 +15,11 @@ threshold <- beta2 * threshold + (1 - beta2) * (threshold +/- epsilon).
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
+from .checks import check_int, check_probability
+
 __all__ = ["DraftPolicy", "FixedK", "StaticThreshold", "AdaptiveThreshold"]
-
-
-def _check_probability(name: str, value: float) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
-        raise TypeError(f"{name} must be a number in [0, 1], got {value!r}")
-    if not 0.0 <= value <= 1.0:
-        raise ValueError(f"{name} must be in [0, 1], got {value!r}")
-    return float(value)
-
-
-def _check_count(name: str, value: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an integer >= 1, got {value!r}")
-    if value < 1:
-        raise ValueError(f"{name} must be >= 1, got {value!r}")
-    return value
 
 
 class DraftPolicy:
@@ -75,7 +60,7 @@ class FixedK(DraftPolicy):
     k: int = 4
 
     def __post_init__(self) -> None:
-        _check_count("k", self.k)
+        check_int("k", self.k, 1)
 
     @property
     def max_draft(self) -> int:  # type: ignore[override]
@@ -93,8 +78,8 @@ class StaticThreshold(DraftPolicy):
     max_draft: int = 12
 
     def __post_init__(self) -> None:
-        self.threshold = _check_probability("threshold", self.threshold)
-        _check_count("max_draft", self.max_draft)
+        self.threshold = check_probability("threshold", self.threshold)
+        check_int("max_draft", self.max_draft, 1)
 
     def keep_drafting(self, n_drafted: int, confidence: float) -> bool:
         return n_drafted < self.max_draft and confidence >= self.threshold
@@ -116,8 +101,8 @@ class AdaptiveThreshold(DraftPolicy):
 
     def __post_init__(self) -> None:
         for name in ("beta1", "target", "epsilon", "beta2", "initial_threshold"):
-            _check_probability(name, getattr(self, name))
-        _check_count("max_draft", self.max_draft)
+            check_probability(name, getattr(self, name))
+        check_int("max_draft", self.max_draft, 1)
         self.reset()
 
     def reset(self) -> None:

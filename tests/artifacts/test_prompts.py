@@ -27,7 +27,7 @@ def test_prompts_are_deterministic_and_held_out():
 
 def test_prompt_count_errors():
     import pytest
-    with pytest.raises(ValueError, match="positive"):
+    with pytest.raises(ValueError, match="n must be an integer >= 1"):
         prompts(0)
 
 

@@ -24,8 +24,8 @@ def test_round_trip_policy_and_description():
     ({"skip": {"attention": [1]}}, TypeError, "skip must be a SkipSet"),
     ({"draft_weights": "int4"}, ValueError, "draft_weights must be None or one of"),
     ({"policy": "greedy"}, ValueError, "policy must be one of"),
-    ({"threshold": 1.5}, ValueError, "threshold must be in"),
-    ({"max_draft": 0}, ValueError, "max_draft must be >= 1"),
+    ({"threshold": 1.5}, ValueError, "threshold must be a number in"),
+    ({"max_draft": 0}, ValueError, "max_draft must be an integer >= 1"),
 ])
 def test_bad_arguments_are_named(kwargs, error, match):
     with pytest.raises(error, match=match):

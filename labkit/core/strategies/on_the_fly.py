@@ -14,7 +14,13 @@ import torch
 from ..cache import fork_cache
 from ..forward import model_output
 from ..skip import SkipSet, batched_skipping
-from .base import Probation, SkipStrategy, SmoothedAcceptance, check_int, check_probability
+from .base import (
+    Probation,
+    SkipStrategy,
+    SmoothedAcceptance,
+    check_int,
+    check_probability,
+)
 
 __all__ = ["OnTheFlyStrategy", "window_matchness"]
 
