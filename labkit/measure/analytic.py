@@ -74,8 +74,9 @@ def trace_limit(trace, full_step_ms: float, *, cost_model: CostModel | None = No
     ``measured_speedup`` = ``full_step_ms`` / the trace's ms per token (draft + verify time,
     prefill excluded). ``limit_speedup`` = (A + 1) / (d c + c_v) with A, d from the trace and the
     forward costs c, c_v from ``cost_model`` (draft cost of ``skip``; verify cost of each step's
-    draft length) when one is given, else from the trace's own phase timings (which include the
-    decoder's bookkeeping, so the two then differ only by steps cut short by EOS or the budget).
+    draft length) when one is given, else from the trace's own phase timings (the drafter's bookkeeping,
+    choosing a set and learning from the verdict, counted with the verification: the two then differ only by steps
+    cut short by EOS or the budget).
     ``free_draft_speedup`` = (A + 1) / c_v is the ceiling if drafting cost nothing.
     """
     if not full_step_ms > 0:
@@ -91,7 +92,8 @@ def trace_limit(trace, full_step_ms: float, *, cost_model: CostModel | None = No
         source = "cost model"
     else:
         draft_ms = s["draft_ms_per_drafted_token"] if s["drafted"] else 0.0
-        verify_ms = s["verify_ms_per_step"]
+        select_ms = 1e3 * sum(st.select_s for st in trace.steps) / s["steps"]   # the drafter's bookkeeping
+        verify_ms = s["verify_ms_per_step"] + select_ms
         source = "trace timings"
     c, c_v = draft_ms / full_step_ms, verify_ms / full_step_ms
     limit = trace_speedup(A, d, c, c_v)
