@@ -4,7 +4,7 @@ Why: the draft (the target with the blocks of one skip set removed) ends its for
 off from the full model's h_f in a consistent way, because the same blocks are always missing. A residual linear map
 h_d ↦ h_d + W h_d + b, fitted in minutes on a CPU to make the draft's distribution q match the target's p
 (KL(p || q) + cross-entropy against p's top-1 token, on the model's own greedy continuations;
-``python -m labkit.train_draft_head``), raises the draft's teacher-forced agreement with the target at the cost of
+``python -m labkit train-draft-head``), raises the draft's teacher-forced agreement with the target at the cost of
 one small matrix product per drafted token (the measured gain is in the model card and docs/decisions.md).
 Kangaroo (Liu et al. 2024) trains such an adapter on an early exit; here it sits on a skip set.
 

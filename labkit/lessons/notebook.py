@@ -2,7 +2,7 @@
 
 Every notebook ends by calling :func:`record_metrics`, which writes a small JSON of its key
 numbers to the output folder given as a notebook parameter; the papermill tests assert on
-those ranges. ``python -m labkit.notebooks html`` executes every notebook (FAST mode) and
+those ranges. ``python -m labkit notebooks html`` executes every notebook (FAST mode) and
 writes HTML copies for readers who only want to look (``--full``: full mode, into build/html-full).
 """
 from __future__ import annotations

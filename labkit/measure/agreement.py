@@ -75,10 +75,6 @@ class AgreementProbe:
             self._cache[key] = float(hits.sum()) / self.n_positions
         return self._cache[key]
 
-    def per_position(self, skip: SkipSet | None) -> torch.Tensor:
-        """(n_positions,) bool: agreement at each scored position, prompt by prompt."""
-        return (self.top1(skip) == self.targets)[self.scored]
-
     def single_block_agreement(self) -> dict[str, list[float]]:
         """Agreement when skipping exactly one block: {'attention': [per layer], 'mlp': [per layer]}."""
         n = self.model.config.num_hidden_layers

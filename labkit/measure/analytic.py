@@ -22,24 +22,18 @@ from .costmodel import CostModel
 
 #: The unit of the modelled and measured objectives (lower is better).
 UNIT = "ms per generated token"
+from ..core.checks import check_int, check_number, check_probability
+
 __all__ = ["UNIT", "expected_tokens_per_step", "speedup", "trace_speedup", "trace_limit", "Prediction", "predict",
            "best_gamma", "predicted_ms_per_token", "predicted_cost_frame", "path_optima", "check_path"]
 
 
 def _check_alpha(alpha: float) -> float:
-    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or math.isnan(alpha):
-        raise TypeError(f"alpha must be a number in [0, 1], got {alpha!r}")
-    if not 0.0 <= alpha <= 1.0:
-        raise ValueError(f"alpha must be in [0, 1], got {alpha!r}")
-    return float(alpha)
+    return check_probability("alpha", alpha)
 
 
 def _check_gamma(gamma: float) -> float:
-    if isinstance(gamma, bool) or not isinstance(gamma, (int, float)) or math.isnan(gamma):
-        raise TypeError(f"gamma must be a number >= 0, got {gamma!r}")
-    if gamma < 0:
-        raise ValueError(f"gamma must be >= 0, got {gamma!r}")
-    return float(gamma)
+    return check_number("gamma", gamma, 0.0)
 
 
 def expected_tokens_per_step(alpha: float, gamma: float) -> float:
@@ -133,9 +127,7 @@ def predict(cost_model: CostModel, skip: SkipSet | None, alpha: float, gamma=Non
     elif isinstance(gamma, DraftPolicy):
         top = min(top, int(gamma.max_draft))
     elif gamma is not None:
-        if isinstance(gamma, bool) or not isinstance(gamma, int):
-            raise TypeError(f"gamma must be an int, None or a draft policy, got {gamma!r}")
-        fixed = gamma
+        fixed = check_int("gamma (an int, None or a draft policy)", gamma)
     if top < 1:
         raise ValueError(f"max_gamma must be >= 1, got {max_gamma!r}")
     candidates = [fixed] if fixed is not None else list(range(1, top + 1))

@@ -1,7 +1,7 @@
 """Side-by-side wall-clock benchmark: self-speculative decoding vs plain decoding vs transformers' built-ins.
 
-    python -m labkit.bench            # default size (about 10 minutes on 2 CPU cores)
-    python -m labkit.bench --quick    # about a minute: for tests and notebooks
+    python -m labkit bench            # default size (about 10 minutes on 2 CPU cores)
+    python -m labkit bench --quick    # about a minute: for tests and notebooks
 
 Everything runs in one process, warm, batch 1, one thread by default, *interleaved*: for each
 repetition and each prompt, every method runs once in turn (A B C ... A B C ...), so a slow
@@ -246,7 +246,7 @@ def config_from_args(args) -> BenchConfig:
 
 
 def report(result: dict, cfg: BenchConfig) -> str:
-    """What ``python -m labkit.bench`` prints: the machine, the skip sets, every section's table."""
+    """What ``python -m labkit bench`` prints: the machine, the skip sets, every section's table."""
     machine = result["machine"]
     cpu = f" ({machine['cpu_model']}; {', '.join(machine['cpu_flags'])})" if machine.get("cpu_model") else ""
     out = [f"\nMachine: {machine['processor']}{cpu}, {cfg.threads} thread(s), torch {machine['torch']}"]

@@ -1,5 +1,5 @@
 """Reading the benchmark's results (``data/bench/bench.json``, written by :mod:`labkit.measure.bench`): loading,
-older files' rows brought to the harness's column vocabulary, and the tables ``python -m labkit.bench`` prints.
+older files' rows brought to the harness's column vocabulary, and the tables ``python -m labkit bench`` prints.
 
 A row has the columns of :mod:`labkit.measure.harness` (NaN where a column does not apply) plus
 ``speedup_vs_generate`` (``model.generate``'s median ms per token / the row's). Files written before the harness
@@ -37,7 +37,7 @@ def load_results(path: str | Path | None = None) -> dict:
     row in the harness's vocabulary (:func:`upgrade_row`)."""
     path = Path(path) if path else BENCH_DIR / "bench.json"
     if not path.exists():
-        raise FileNotFoundError(f"no benchmark results at {path}: run `python -m labkit.bench`")
+        raise FileNotFoundError(f"no benchmark results at {path}: run `python -m labkit bench`")
     result = json.loads(path.read_text())
     for section in ("greedy", "sampling"):
         result[section] = [upgrade_row(r) for r in result.get(section) or []]

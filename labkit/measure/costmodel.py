@@ -20,20 +20,20 @@ import math
 import random
 import statistics
 import time
+from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Sequence
 
 import torch
 
-from contextlib import nullcontext
-
+from ..artifacts.models import load_model
+from ..artifacts.paths import RESULTS_DIR
 from ..core.cache import crop_to, new_cache
+from ..core.checks import check_int
 from ..core.draft_weights import draft_weights as build_draft_weights
 from ..core.forward import forward_tokens
 from ..core.skip import SkipSet, skipping
-from ..artifacts.models import load_model
-from ..artifacts.paths import RESULTS_DIR
 from .machine import machine_info
 
 __all__ = ["CostModel", "measure_cost_model", "tied_cost_model", "verify_cost_in_steps", "fit_block_costs",
@@ -127,7 +127,7 @@ class CostModel:
         path = Path(path)
         if not path.exists():
             raise FileNotFoundError(f"no cost model at {path}; measure one with "
-                                    "`python -m labkit.costmodel --model ...`")
+                                    "`python -m labkit costmodel --model ...`")
         return cls.from_json(path.read_text())
 
     def summary(self) -> str:
@@ -335,14 +335,12 @@ def tied_cost_model(cost_model: CostModel) -> CostModel:
 
 def verify_cost_in_steps(cost_model, n_tokens: int) -> float:
     """Cost of verifying ``n_tokens`` tokens in one forward, in one-token full steps (1 token -> ~1)."""
-    if isinstance(n_tokens, bool) or not isinstance(n_tokens, int) or not 1 <= n_tokens <= cost_model.max_draft + 1:
-        raise ValueError(f"n_tokens must be an integer in 1..{cost_model.max_draft + 1}, got {n_tokens!r}")
+    check_int("n_tokens", n_tokens, 1, cost_model.max_draft + 1)
     return cost_model.verify_step_ms(n_tokens - 1) / cost_model.full_step_ms
 
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
-        prog="python -m labkit.costmodel",
         description="Measure a model's forward costs on this machine and save them as JSON.")
     parser.add_argument("--model", default="default", help="shipped model name or a Hugging Face model folder")
     parser.add_argument("--out", default=None, help="JSON path (default: results/costmodel/<model>.json)")

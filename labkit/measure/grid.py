@@ -1,6 +1,6 @@
 """The playground's grid (notebook 04): every setting measured beforehand, so a slider answers in milliseconds.
 
-    python -m labkit.playground --model default      # writes data/playground/default.json
+    python -m labkit grid --model default      # writes data/playground/default.json
 
 Axes: the skip ratio (one skip set per 0.125-wide ratio bucket: the searched best there,
 :func:`labkit.artifacts.results.skip_sets_by_bucket`), the draft-exit threshold (static, or the *initial*
@@ -346,7 +346,6 @@ def measure_live(model, tokenizer, skip: SkipSet, setting: Setting, prompt_texts
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="python -m labkit.playground",
         description="Measure the skip-ratio × threshold grid of notebook 04 and save it as JSON "
                     "(default: data/playground/<model>.json).")
     p.add_argument("--model", default="default", help="shipped model name or a Hugging Face model folder")
@@ -386,7 +385,7 @@ def main(argv: Sequence[str] | None = None) -> Path:
                      showcase_model=None if args.showcase_model in (None, "none") else args.showcase_model,
                      max_ratio=args.max_ratio, cost_model_repeats=args.cost_model_repeats)
     model, tokenizer = load_model(args.model)
-    command = "python -m labkit.playground " + " ".join(shlex.quote(a) for a in argv)
+    command = "python -m labkit grid " + " ".join(shlex.quote(a) for a in argv)
     grid = compute_grid(model, tokenizer, model_name=args.model, config=cfg, search_dir=args.search_dir,
                         command=command.strip())
     out = save_grid(grid, args.out or grid_path(args.model))

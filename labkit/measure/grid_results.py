@@ -77,7 +77,7 @@ def grid_path(model: str = "default", playground_dir=None) -> Path:
 
 
 def regenerate_command(model: str = "default") -> str:
-    return f"python -m labkit.playground --model {shlex.quote(str(model))}"
+    return f"python -m labkit grid --model {shlex.quote(str(model))}"
 
 
 def load_grid(model: str = "default", playground_dir=None, *, path=None) -> "PlaygroundGrid":

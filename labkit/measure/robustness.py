@@ -1,8 +1,8 @@
 """How well a model tolerates skipping: the best agreement found at each skip ratio.
 
-    python -m labkit.robustness --model default      # writes data/models/default/robustness.json
+    python -m labkit robustness --model default      # writes data/models/default/robustness.json
                                                       # and refreshes its MODEL_CARD.md
-    python -m labkit.robustness --prompt-source packages   # on outside prompts: results/robustness/default_packages.json
+    python -m labkit robustness --prompt-source packages   # on outside prompts: results/robustness/default_packages.json
 
 Search per ratio ("the best set we can find"): greedy backward elimination from the full
 model (each round skips the one further block whose removal keeps agreement highest),
@@ -99,7 +99,7 @@ def robustness_report(model_name: str = "default", n_prompts: int = 12, n_tokens
                      "greedy_agreement": greedy_a, "best_random_agreement": random_best})
     return {
         "model": model_name,
-        "command": f"python -m labkit.robustness --model {model_name}",
+        "command": f"python -m labkit robustness --model {model_name}",
         "n_prompts": n_prompts, "n_tokens": n_tokens, "n_positions": fresh.n_positions, "n_blocks": 2 * n_layers,
         "prompt_source": source_info(prompt_source),
         "n_random_per_ratio": n_random, "seconds": round(clock.seconds, 1),

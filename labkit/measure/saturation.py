@@ -27,6 +27,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+from ..core.checks import check_int
 from ..core.decoding import autoregressive_generate
 from ..core.skip import decoder_layers, pre_mlp_norm
 
@@ -155,8 +156,7 @@ def measure_saturation(model, tokenizer, prompt_texts: list[str], *, max_new_tok
     """The logit lens over every stage for each prompt's greedy continuation (``max_new_tokens`` tokens)."""
     if not prompt_texts:
         raise ValueError("prompt_texts is empty: give at least one prompt")
-    if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 1:
-        raise ValueError(f"max_new_tokens must be an integer >= 1, got {max_new_tokens!r}")
+    check_int("max_new_tokens", max_new_tokens, 1)
     parts, index = [], []
     for i, text in enumerate(tqdm(prompt_texts, desc=f"logit lens {name}".strip(), disable=not progress)):
         ids = tokenizer(text, return_tensors="pt")["input_ids"]

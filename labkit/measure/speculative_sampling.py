@@ -22,7 +22,12 @@ from dataclasses import dataclass
 import torch
 from tqdm.auto import tqdm
 
-from ..core.decoding import GenerationResult, autoregressive_generate, speculative_generate
+from ..core.checks import check_int
+from ..core.decoding import (
+    GenerationResult,
+    autoregressive_generate,
+    speculative_generate,
+)
 from ..core.drafters import Drafter, SelfDrafter
 from ..core.policies import DraftPolicy, FixedK
 from ..core.sampling import residual_distribution
@@ -146,8 +151,7 @@ def rule_distribution(p: torch.Tensor, q: torch.Tensor, rule: str) -> torch.Tens
 def simulate_rule(p: torch.Tensor, q: torch.Tensor, rule: str, n: int, generator: torch.Generator) -> torch.Tensor:
     """Monte-Carlo: ``n`` independent runs of one drafted slot under ``rule``; counts of each emitted token (V,)."""
     _check_rule(rule)
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise ValueError(f"n must be a positive integer, got {n!r}")
+    check_int("n", n, 1)
     if rule == "greedy draft":
         x = torch.full((n,), int(q.argmax()))
     else:
@@ -302,8 +306,7 @@ def temperature_sweep(model, prompt_ids: list[torch.Tensor], *, skip: SkipSet, t
     import pandas as pd
 
     temperatures = _check_temperatures(temperatures)
-    if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
-        raise ValueError(f"repeats must be an integer >= 1, got {repeats!r}")
+    check_int("repeats", repeats, 1)
     if not prompt_ids:
         raise ValueError("give at least one prompt")
     _sweep_run(model, prompt_ids[0], skip, temperatures[0], gamma, 8, seed)                   # warm-up

@@ -1,6 +1,6 @@
 """Which signal should stop a draft while sampling: the draft's top-1 probability, or q(d) of the token it drew?
 
-    python -m labkit.stop_signal            # about 5 minutes on 2 cores; prints the tables docs/decisions.md quotes
+    python -m labkit stop-signal            # about 5 minutes on 2 cores; prints the tables docs/decisions.md quotes
 
 While sampling, a drafted token d ~ q is accepted with probability a = min(1, p(d) / q(d)). The policy stops
 drafting after a token whose signal falls below its threshold; the signal should predict rejection. Greedy
@@ -212,7 +212,7 @@ def _report(name: str, model, tokenizer, skip, prompts, args) -> dict:
 
 
 def main(argv: Sequence[str] | None = None) -> dict:
-    parser = argparse.ArgumentParser(prog="python -m labkit.stop_signal", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--model", default="default")
     parser.add_argument("--n-prompts", type=int, default=8, help="per prompt set (stdlib benchmark, outside)")
     parser.add_argument("--max-new-tokens", type=int, default=64)

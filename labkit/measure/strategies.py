@@ -102,7 +102,7 @@ def _measure_importance(model, tokenizer, anchor: SkipSet, n_prompts: int, n_tok
 
 def strategy_cost_model(model, model_name: str | None = None) -> CostModel:
     """The model's cost model, tied across layers (identical layers cost the same): ``results/costmodel/<model>.json``
-    when there is one (``python -m labkit.costmodel``), else the one measured earlier for these weights on this CPU
+    when there is one (``python -m labkit costmodel``), else the one measured earlier for these weights on this CPU
     (``results/strategies/``), else measured now (a few seconds) and kept there."""
     check_supported(model)
     name = model_name or model_name_of(model)

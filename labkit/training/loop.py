@@ -1,7 +1,7 @@
 """Train the lab's own small Llama on the Python standard library (the loss: :mod:`labkit.training.objective`).
 
-    python -m labkit.train --name default            # skip-robust recipe (self-distilled draft path)
-    python -m labkit.train --name plain --recipe plain
+    python -m labkit train --name default            # skip-robust recipe (self-distilled draft path)
+    python -m labkit train --name plain --recipe plain
 
 Everything is seeded; a checkpoint is written every ``checkpoint_every`` steps and a rerun with the same
 output folder resumes from it (batches are a pure function of the step).

@@ -130,13 +130,13 @@ def test_config_and_setting_check_the_draft_weights():
 
 
 def test_missing_or_foreign_grid_file_names_the_regeneration_command(tmp_path):
-    with pytest.raises(FileNotFoundError, match=r"python -m labkit\.playground --model plain"):
+    with pytest.raises(FileNotFoundError, match=r"python -m labkit grid --model plain"):
         pgm.load_grid("plain", playground_dir=tmp_path)
     (tmp_path / "default.json").write_text(json.dumps({"format": "something else"}))
-    with pytest.raises(ValueError, match=r"python -m labkit\.playground --model default"):
+    with pytest.raises(ValueError, match=r"python -m labkit grid --model default"):
         pgm.load_grid("default", playground_dir=tmp_path)
     (tmp_path / "default.json").write_text(json.dumps({"format": "labkit.playground/1"}))    # an older grid
-    with pytest.raises(ValueError, match=r"older labkit.*python -m labkit\.playground --model default"):
+    with pytest.raises(ValueError, match=r"older labkit.*python -m labkit grid --model default"):
         pgm.load_grid("default", playground_dir=tmp_path)
 
 
@@ -163,7 +163,7 @@ def test_cli_regenerates_a_grid_file_with_its_provenance(tiny):
             "--showcase-model", "none", "--draft-weights", "int8"]
     assert pgm.main(argv) == out
     data = json.loads(out.read_text())
-    assert data["command"].startswith("python -m labkit.playground --model ")
+    assert data["command"].startswith("python -m labkit grid --model ")
     assert "--max-new-tokens 4" in data["command"]
     assert [c["ratio"] for c in data["cells"]] == [0.25, 0.5]                    # 0.75 is above --max-ratio
     assert data["prompts"][0]["source"].count(":") >= 1                           # a held-out stdlib function

@@ -18,8 +18,8 @@ def test_verify_cost_in_steps():
     cm = toy_cost_model()
     assert costv.verify_cost_in_steps(cm, 1) == 1.0
     assert costv.verify_cost_in_steps(cm, 5) == pytest.approx(9.0 / 7.0)
-    for bad in (0, 6, True, 2.0):
-        with pytest.raises(ValueError):
+    for bad, error in ((0, ValueError), (6, ValueError), (True, TypeError), (2.0, TypeError)):
+        with pytest.raises(error, match="n_tokens must be an integer in"):
             costv.verify_cost_in_steps(cm, bad)
 
 
