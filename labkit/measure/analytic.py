@@ -16,13 +16,13 @@ import math
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
+from ..core.checks import check_int, check_number, check_probability
 from ..core.policies import DraftPolicy, FixedK
 from ..core.skip import SkipSet
 from .costmodel import CostModel
 
 #: The unit of the modelled and measured objectives (lower is better).
 UNIT = "ms per generated token"
-from ..core.checks import check_int, check_number, check_probability
 
 __all__ = ["UNIT", "expected_tokens_per_step", "speedup", "trace_speedup", "trace_limit", "Prediction", "predict",
            "best_gamma", "predicted_ms_per_token", "predicted_cost_frame", "path_optima", "check_path"]
