@@ -1,5 +1,11 @@
-"""The engine, in the paper's order: which blocks to skip (and strategies that choose them), who drafts, when
-drafting stops, how the target verifies, what was recorded. Imports torch and transformers only."""
+"""The engine, in the paper's order (imports torch and transformers only).
+
+Which models and blocks: ``architectures``, ``skip`` (SkipSet, the swap that removes blocks), ``cache``, ``forward``,
+``state``, ``checks`` (argument checks). How q and p are drawn: ``sampling``. When drafting stops: ``policies``,
+``gate``. Which blocks each draft skips: ``strategies`` (a package, one module per paper). The draft's weights and
+head: ``draft_weights``, ``draft_head``, and ``draft_config`` (one draft configuration as data). Who drafts:
+``drafters``, ``early_exit``. How the target verifies: ``verify``. What a step is worth: ``expectation``. The loop:
+``decoding``; what it recorded: ``trace``. Another way to decode in parallel: ``jacobi``."""
 from .architectures import SUPPORTED_ARCHITECTURES, check_supported
 from .cache import crop_to, new_cache
 from .decoding import GenerationResult, autoregressive_generate, speculative_generate

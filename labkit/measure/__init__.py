@@ -1,2 +1,7 @@
-"""Measuring what the engine does on this machine: agreement α, the cost model (c, c_v), the analytic speedup,
-skip robustness, wall-clock comparisons, the benchmark, the playground's grid and the sampling stop signal."""
+"""Measuring what the engine does on this machine: ``machine`` (what it ran on), ``harness`` (the one interleaved
+timing protocol and row type), ``agreement`` (α), ``costmodel`` (c, c_v), ``analytic`` (what an acceptance pattern
+buys), ``robustness``, ``speed``, ``strategies`` and ``adaptive`` (skip strategies and draft configurations compared),
+the benchmark (``bench_methods`` what it runs, ``bench`` the run, ``bench_results`` its reader), the playground grid
+(``grid_cells``, ``grid`` the measurement, ``grid_results`` its reader), ``saturation`` and ``early_exit`` (exit
+signals, profiled exits), ``drafter_comparison``, ``gate``, ``speculative_sampling``, ``parallel`` and
+``stop_signal``."""
