@@ -7,8 +7,9 @@ import time
 import numpy as np
 import optuna
 
-from ..search.toy import ACQUISITIONS, FORRESTER_X_MIN, run_bo_1d
+from ..search.toy.forrester_bo import ACQUISITIONS, FORRESTER_X_MIN, run_bo_1d
 from ..viz.bo import ACQUISITION_LABELS, acquisition_axis_title, bo_step_figure, step_title, step_trace_xy
+from ..viz.search import SAMPLER_LABELS
 from ..viz.style import PALETTE
 from ..viz.widgets import as_widget, update_widget
 from .claims import is_missing, join, ranking, who_wins
@@ -184,13 +185,15 @@ def _tie_sentence(finals: dict, grid_floor: float) -> str:
 
 
 def sampler_sentence(curves: dict, n_trials: int, n_random: int = 10) -> str:
-    """Who reaches the lowest Branin value (median over seeds, min-max as the noise), and at what cost."""
+    """Who reaches the lowest Branin value (median over seeds, min-max as the noise), and at what cost; ``curves`` as
+    :func:`labkit.search.toy.branin_samplers.sampler_comparison` returns them (keyed 'gp', 'tpe', 'random')."""
     names = [k for k in curves if not k.endswith("s/trial")]
-    finals = {k: float(np.median(curves[k][:, -1])) for k in names}
-    spreads = {k: (float(np.min(curves[k][:, -1])), float(np.max(curves[k][:, -1]))) for k in names}
+    label = {k: SAMPLER_LABELS.get(k, k) for k in names}
+    finals = {label[k]: float(np.median(curves[k][:, -1])) for k in names}
+    spreads = {label[k]: (float(np.min(curves[k][:, -1])), float(np.max(curves[k][:, -1]))) for k in names}
     text = who_wins(finals, lower_is_better=True, what=f"median best after {n_trials} trials", spec=".3f",
                     spreads=spreads, noise="the spread over seeds")
-    cost = join([f"{k} {1000 * curves[k + ' s/trial']:.1f} ms" for k in names])
+    cost = join([f"{label[k]} {1000 * curves[k + ' s/trial']:.1f} ms" for k in names])
     text += f" Per trial: {cost}."
     proposals = max(0, n_trials - n_random)
     return text + (f" Each model-based sampler had {proposals} proposals after its {n_random} random trials"

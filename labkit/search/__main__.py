@@ -125,8 +125,9 @@ def _check(args) -> int:
 
 
 def _rank(args) -> int:
-    settings = {k: v for k, v in {"n_prompts": args.prompts, "n_tokens": args.tokens,
-                                  "max_new_tokens": args.max_new_tokens, "policy": args.policy}.items() if v is not None}
+    given = {"n_prompts": args.prompts, "n_tokens": args.tokens, "max_new_tokens": args.max_new_tokens,
+             "policy": args.policy}
+    settings = {k: v for k, v in given.items() if v is not None}
     res = rank_agreement(args.model, n_sets=args.n_sets, seed=args.seed, progress=not args.no_progress,
                          cost_model=_cost_model(args), modelled_settings=settings, measured_settings=settings)
     out = _write_json(Path(args.out) if args.out else SEARCH_DIR / model_key(args.model) / "rank_agreement.json", res)

@@ -150,9 +150,10 @@ def rank_agreement(model="default", *, n_sets: int = 16, seed: int = 0, skips: S
     if len(skips) < 3:
         raise ValueError(f"skips: rank agreement needs at least 3 skip sets, got {len(skips)}")
     cost_model = subject.cost_model_for("modelled")
-    modelled = build_objective("modelled", model_obj, tokenizer, objective_settings("modelled", modelled_settings or {}),
-                                cost_model)
-    measured = build_objective("measured", model_obj, tokenizer, objective_settings("measured", measured_settings or {}))
+    modelled = build_objective("modelled", model_obj, tokenizer,
+                               objective_settings("modelled", modelled_settings or {}), cost_model)
+    measured = build_objective("measured", model_obj, tokenizer,
+                               objective_settings("measured", measured_settings or {}))
     order = list(range(len(skips)))
     random.Random(seed + 1).shuffle(order)
     rows = [None] * len(skips)

@@ -135,7 +135,7 @@ class SearchConfig:
             raise TypeError(f"sources must be a sequence of source names, got the string {self.sources!r}")
         object.__setattr__(self, "ratio_bucket", check_bucket(self.ratio_bucket))
         object.__setattr__(self, "sources", None if self.sources is None else tuple(self.sources))
-        self.settings                                                      # noqa: B018 - checks them now
+        _ = self.settings                                   # the objective's own checks of its settings, now
 
     @property
     def settings(self) -> dict:

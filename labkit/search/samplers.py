@@ -1,4 +1,4 @@
-"""Optuna's samplers by short name, seeded, and a quiet context for Optuna's logging."""
+"""Optuna's samplers by short name, seeded, a quiet context for Optuna's logging, and a quiet in-memory study."""
 from __future__ import annotations
 
 import warnings
@@ -6,7 +6,7 @@ from contextlib import contextmanager
 
 import optuna
 
-__all__ = ["SAMPLERS", "make_sampler", "quiet_optuna"]
+__all__ = ["SAMPLERS", "make_sampler", "quiet_optuna", "quiet_study"]
 
 SAMPLERS = ("gp", "tpe", "random")
 
@@ -35,3 +35,12 @@ def quiet_optuna():
             yield
     finally:
         optuna.logging.set_verbosity(level)
+
+
+def quiet_study(sampler, objective, n_trials: int):
+    """An in-memory study that minimised ``objective`` for ``n_trials`` trials with ``sampler``, Optuna's log quiet
+    (the toy problems' studies: nothing to store or resume)."""
+    with quiet_optuna():
+        study = optuna.create_study(direction="minimize", sampler=sampler)
+        study.optimize(objective, n_trials=n_trials)
+    return study

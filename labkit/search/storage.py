@@ -22,9 +22,9 @@ from ..artifacts.results import in_bucket
 from ..measure.costmodel import CostModel
 from .space import skip_from_params, space_param_names
 
-__all__ = ["DEFAULT_STORAGE", "STUDY_MARKER", "open_storage", "feasible_trials", "default_study_name",
-           "expected_attrs", "check_attrs", "open_study", "stored_cost_model", "stored_cost_models", "stored_calibration", "known_good_sets",
-           "CALIBRATION_ATTR"]
+__all__ = ["DEFAULT_STORAGE", "STUDY_MARKER", "CALIBRATION_ATTR", "open_storage", "feasible_trials",
+           "default_study_name", "expected_attrs", "check_attrs", "open_study", "stored_cost_model",
+           "stored_cost_models", "stored_calibration", "known_good_sets"]
 
 DEFAULT_STORAGE = f"sqlite:///{RESULTS_DIR / 'search.db'}"
 STUDY_MARKER = "labkit_search"

@@ -12,13 +12,14 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from .search import SAMPLER_LABELS
 from .style import PALETTE, rgba
 
 __all__ = ["ACQUISITION_LABELS", "step_trace_xy", "bo_step_figure", "acquisition_comparison_figure",
            "sampler_comparison_figure", "ard_relevance_figure", "acquisition_axis_title", "step_title"]
 
-_COLORS = {"EI": PALETTE["EI"], "LCB": PALETTE["LCB"], "random": PALETTE["random"], "GPSampler": PALETTE["gp"],
-           "TPESampler": PALETTE["tpe"], "RandomSampler": PALETTE["random"]}
+_COLORS = {"EI": PALETTE["EI"], "LCB": PALETTE["LCB"], "random": PALETTE["random"], "gp": PALETTE["gp"],
+           "tpe": PALETTE["tpe"]}
 
 
 ACQUISITION_LABELS = {"EI": "Expected Improvement (EI)", "LCB": "Lower Confidence Bound (LCB)",
@@ -141,7 +142,8 @@ def sampler_comparison_figure(curves: dict[str, np.ndarray], f_min: float, band:
     runs = {k: v for k, v in curves.items() if not k.endswith("s/trial")}
     n_seeds = len(next(iter(runs.values())))
     return _best_so_far_band_figure(
-        runs, f_min, {}, f"Branin with Optuna: best-so-far gap by sampler ({n_seeds} seeds; lower is better)",
+        runs, f_min, SAMPLER_LABELS,
+        f"Branin with Optuna: best-so-far gap by sampler ({n_seeds} seeds; lower is better)",
         "trial (count)", vline=(10.5, "model-based samplers start"), band=band)
 
 

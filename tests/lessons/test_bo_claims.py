@@ -3,7 +3,7 @@ import numpy as np
 import pandas as pd
 
 from labkit.lessons import bayesian_optimization as bc
-from labkit.search import toy
+from labkit.search.toy import forrester_bo, skip_problem
 
 
 def curves(**finals):
@@ -16,10 +16,11 @@ def curves(**finals):
 
 
 def test_sampler_sentence_names_the_real_winner():
-    gp = bc.sampler_sentence(curves(GPSampler=(0.40, 0.40, 0.41), TPESampler=(0.5, 0.6, 0.9)), 50)
-    assert gp.startswith("GPSampler has the lowest") and "beyond the spread over seeds" in gp
-    tpe = bc.sampler_sentence(curves(GPSampler=(1.0, 2.0, 3.0), TPESampler=(1.5, 1.74, 2.5)), 20)
-    assert tpe.startswith("TPESampler has the lowest") and "within the spread over seeds" in tpe
+    gp = bc.sampler_sentence(curves(gp=(0.40, 0.40, 0.41), tpe=(0.5, 0.6, 0.9)), 50)
+    assert gp.startswith("GP (GPSampler) has the lowest") and "beyond the spread over seeds" in gp
+    assert "Per trial: GP (GPSampler) 10.0 ms and TPE 10.0 ms." in gp
+    tpe = bc.sampler_sentence(curves(gp=(1.0, 2.0, 3.0), tpe=(1.5, 1.74, 2.5)), 20)
+    assert tpe.startswith("TPE has the lowest") and "within the spread over seeds" in tpe
     assert "10 proposals" in tpe and "may not have separated" in tpe and "may not" not in gp
 
 
@@ -63,9 +64,9 @@ def test_exploration_view_says_never_instead_of_nan():
 
 
 def test_toy_ends_sentence_follows_the_costs():
-    real = bc.toy_ends_sentence(toy.make_toy_skip_problem())
+    real = bc.toy_ends_sentence(skip_problem.make_toy_skip_problem())
     assert "skipping nothing costs" in real and real.count("slower than plain decoding") == 2
-    free = bc.toy_ends_sentence(toy.make_toy_skip_problem(fixed_ms=0.0, verify_token_ms=0.0))
+    free = bc.toy_ends_sentence(skip_problem.make_toy_skip_problem(fixed_ms=0.0, verify_token_ms=0.0))
     assert free.count("as fast as plain decoding") == 2 and "fixed part" not in free
 
 
@@ -73,6 +74,6 @@ def test_ard_and_step_sentences():
     relevance = {"damage": np.array([1.0, 1.0, 0.0, 0.0]), "length_scale": np.array([0.1, 0.2, 1000.0, 5.0])}
     assert "100% of the 2 blocks" in bc.ard_sentence(relevance, 1.0) and "1 of the 4" in bc.ard_sentence(relevance, 1.0)
     assert "only partly" in bc.ard_sentence(relevance, 0.5)
-    history = toy.run_bo_1d("EI", n_iter=8, seed=0)
+    history = forrester_bo.run_bo_1d("EI", n_iter=8, seed=0)
     assert "EI pointing at x =" in bc.first_step_sentence(history)
     assert "of the last 5 points lie in the global basin" in bc.last_step_sentence(history)

@@ -21,7 +21,7 @@ def test_figures_have_titles_labelled_axes_and_legends():
     _assert_labelled(bov.bo_step_figure(h, 2))
     curves = {"EI": np.array([h.best_so_far, h.best_so_far]), "random": np.array([h.best_so_far] * 2)}
     _assert_labelled(bov.acquisition_comparison_figure(curves, toy.FORRESTER_F_MIN))
-    runs = {"GPSampler": np.array([[5.0, 1.0, 0.5]] * 2), "RandomSampler": np.array([[5.0, 4.0, 2.0]] * 2)}
+    runs = {"gp": np.array([[5.0, 1.0, 0.5]] * 2), "random": np.array([[5.0, 4.0, 2.0]] * 2)}
     _assert_labelled(bov.sampler_comparison_figure(runs, toy.BRANIN_F_MIN))
     problem = toy.make_toy_skip_problem(n_layers=4, seed=0)
     rel = {"length_scale": np.linspace(0.1, 10, 8), "damage": problem.damage}
