@@ -11,9 +11,7 @@ from labkit import AdaptiveThreshold, FixedK, SkipSet, autoregressive_generate, 
 from labkit.core.cache import crop_to, new_cache
 from labkit.core.forward import forward_tokens, model_output
 from labkit.core.sampling import Warp
-from labkit.core.skip import batched_skipping
 from labkit.core.state import DecodingState
-from labkit.core.expectation import expected_tokens
 from labkit.core.strategies import (InContextStrategy, KnapsackStrategy, Ledger, OnTheFlyStrategy, StaticStrategy,
                                     capture_layer_calls, knapsack, knapsack_set, layer_dp, window_matchness)
 from labkit.core.strategies.base import Probation, SmoothedAcceptance
@@ -51,18 +49,6 @@ def greedy_state(model, n_prompt=6, n_new=20, seed=0):
     with torch.inference_mode():
         forward_tokens(model, torch.tensor([tokens[:-1]]), 0, cache)
     return DecodingState(model, cache, tokens, n_prompt, Warp(), frozenset())
-
-
-def test_batched_rows_equal_skipping_each_set(model):
-    ids = torch.randint(0, VOCAB, (1, 7), generator=torch.Generator().manual_seed(3))
-    sets = [SkipSet(), SkipSet(attention=[1]), SkipSet(attention=[0, 2], mlp=[2, 3]), SkipSet.all(L)]
-    masks = torch.tensor([s.to_mask(L) for s in sets])
-    with torch.inference_mode():
-        with batched_skipping(model, masks):
-            batched = model(input_ids=ids.expand(len(sets), -1)).logits                 # (4, 7, V)
-        for row, skip in enumerate(sets):
-            with skipping(model, skip):
-                assert torch.allclose(batched[row], model(input_ids=ids).logits[0], atol=1e-5), skip
 
 
 def test_window_matchness_is_teacher_forced_agreement_and_leaves_the_cache(model):
@@ -128,11 +114,6 @@ def test_surrogate_proposes_the_blocks_that_cost_least():
         mask = tuple(rng.random() < 0.4 for _ in harm)
         history[mask] = 1.0 - sum(h for h, m in zip(harm, mask) if m) + rng.gauss(0, 0.01)
     assert _surrogate_proposal(history, 3) == tuple(b in (1, 4, 6) for b in range(8))
-
-
-def test_expected_tokens():
-    assert expected_tokens(1.0, 4) == 5.0 and expected_tokens(0.0, 4) == 1.0
-    assert expected_tokens(0.5, 2) == pytest.approx(1.75)
 
 
 def test_ledger_budget():

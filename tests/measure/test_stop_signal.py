@@ -1,5 +1,6 @@
 """Which signal stops a sampled draft (top-1 confidence or q(d)) changes how much is drafted, never the output
-distribution; and the AUC helpers of labkit.measure.stop_signal rank as they should."""
+distribution; and the AUC helpers of labkit.measure.stop_signal rank as they should. (What each signal is, for
+one draft: tests/core/test_drafters.py.)"""
 import itertools
 
 import numpy as np
@@ -8,8 +9,6 @@ import torch
 from scipy import stats
 
 from labkit import StaticThreshold, speculative_generate
-from labkit.core.drafters import Draft, stop_signal
-from labkit.core.sampling import Warp
 from labkit.measure.stop_signal import auc, outside_prompts, soft_auc
 from tiny_models import tiny_model
 
@@ -52,18 +51,6 @@ def test_either_signal_is_lossless(signal):
     exp = [e * sum(obs) / sum(exp) for e in exp]
     assert stats.chisquare(obs, exp).pvalue > 1e-3
     assert drafted > 0
-
-
-def test_the_signals_differ_and_a_bad_name_is_refused():
-    state = type("S", (), {"warp": Warp(True, 1.0)})()
-    draft = Draft()
-    draft.add(2, torch.tensor([0.1, 0.2, 0.3, 0.4]), keep_dist=True)        # drew token 2 (q 0.3), top-1 is 0.4
-    assert stop_signal(draft, state, policy("q")) == pytest.approx(0.3)
-    assert stop_signal(draft, state, policy("confidence")) == pytest.approx(0.4)
-    greedy = type("S", (), {"warp": Warp(False)})()
-    assert stop_signal(draft, greedy, policy("q")) == pytest.approx(0.4)  # greedy: always the top-1
-    with pytest.raises(ValueError, match="sampling_signal"):
-        stop_signal(draft, state, policy("top2"))
 
 
 def test_auc_helpers():
