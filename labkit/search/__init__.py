@@ -1,13 +1,13 @@
-"""Choosing the draft by Bayesian optimisation (Optuna): what a search is given (the model resolved once, the
-study's settings), the search space, where studies are stored, the objectives, opening and running a study, the
-wall-clock final check, exporting its results, and checks on the search itself. Also the toy problems of the BO
-lesson (:mod:`labkit.search.toy`).
+"""Choosing the draft by Bayesian optimisation (Optuna): ``inputs`` (what a search is given, resolved once: the
+model as a ``SearchModel``, the study's settings as a ``SearchConfig``), ``samplers`` (GP, TPE, random, seeded),
+``space`` (the 2L skip variables, or the whole draft configuration for ``priced``; warm starts, ratio buckets),
+``storage`` (studies that survive ``kill -9``; what a study records), ``objectives`` (``modelled``, ``measured``,
+``priced``, in ms per token), ``study`` (opening one study: attributes, cost models, warm starts), ``run``
+(``run_search``: its trials), ``final`` (the wall-clock final check), ``export`` (the committed results),
+``compare`` (checks on the search itself), and ``toy`` (the BO lesson's toy problems). ``python -m labkit.search``
+is the command line::
 
     run_search("default", SearchConfig(objective="priced", sampler="gp", seed=0), trials=100)
-
-Search space: 2L binary parameters ``attn_l`` / ``mlp_l`` (``suggest_int(name, 0, 1)``, 1 = skip), and for the
-``priced`` objective the whole draft configuration (draft weights and stop rule too); GPSampler by default (TPE
-and random selectable), all seeded. ``python -m labkit.search`` is the command line.
 """
 from .compare import check_modelled_against_measured, compare_samplers, rank_agreement
 from .export import export_results

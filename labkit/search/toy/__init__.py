@@ -1,9 +1,9 @@
 """Bayesian optimisation on toy problems, from a 1-D walkthrough to a made-up skip-set objective (notebook 01),
 one module per topic:
 
-- :mod:`~labkit.search.toy.forrester_bo`: the loop by hand in one dimension (a GP, EI and LCB, exploration);
-- :mod:`~labkit.search.toy.branin_samplers`: Optuna's GP, TPE and random samplers on a 2-D function;
-- :mod:`~labkit.search.toy.skip_problem`: a toy skip-set objective, ARD length-scales, declaring the variables.
+- ``forrester_bo``: the loop by hand in one dimension (a GP, EI and LCB, exploration);
+- ``branin_samplers``: Optuna's GP, TPE and random samplers on a 2-D function;
+- ``skip_problem``: a toy skip-set objective, ARD length-scales, declaring the variables.
 
 The loop, for minimising an expensive f over a box::
 
