@@ -142,3 +142,19 @@ def test_the_architecture_page_lists_every_module_and_nothing_else():
     listed = set(re.findall(r"`(labkit(?:/\w+)*/\w+\.py)`", text))
     actual = {p.relative_to(ROOT).as_posix() for p in PACKAGE.rglob("*.py") if p.name != "__init__.py"}
     assert listed == actual, f"missing from the page: {sorted(actual - listed)}; not in the tree: {sorted(listed - actual)}"
+
+
+def test_each_package_docstring_names_every_module_it_holds():
+    """A package's docstring is its map: every module (and subpackage) in it is named there as ``name``."""
+    missing = {}
+    for init in sorted(PACKAGE.glob("*/__init__.py")) + sorted(PACKAGE.glob("*/*/__init__.py")):
+        folder = init.parent
+        if folder.name.startswith("_"):
+            continue
+        doc = ast.get_docstring(ast.parse(init.read_text())) or ""
+        names = {p.stem for p in folder.glob("*.py") if p.name not in ("__init__.py", "__main__.py")}
+        names |= {p.parent.name for p in folder.glob("*/__init__.py")}
+        absent = sorted(n for n in names if f"``{n}``" not in doc and f":mod:`.{n}`" not in doc)
+        if absent:
+            missing[folder.relative_to(ROOT).as_posix()] = absent
+    assert not missing, f"modules a package docstring does not name: {missing}"
