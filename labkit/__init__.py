@@ -15,9 +15,26 @@ del _Path
 
 from .artifacts import Prompt, best_config, best_skip_set, load_draft_head, load_model
 from .artifacts.prompts import prompts
-from .core import (SUPPORTED_ARCHITECTURES, AdaptiveThreshold, DraftConfig, DraftPolicy, EarlyExitDrafter, FixedK, GenerationResult,
-                   JacobiTrace, SkipSet, SkipStrategy, StaticThreshold, StepRecord, TargetConfidenceGate, Trace,
-                   autoregressive_generate, jacobi_generate, skipping, speculative_generate)
+from .core import (
+                   SUPPORTED_ARCHITECTURES,
+                   AdaptiveThreshold,
+                   DraftConfig,
+                   DraftPolicy,
+                   EarlyExitDrafter,
+                   FixedK,
+                   GenerationResult,
+                   JacobiTrace,
+                   SkipSet,
+                   SkipStrategy,
+                   StaticThreshold,
+                   StepRecord,
+                   TargetConfidenceGate,
+                   Trace,
+                   autoregressive_generate,
+                   jacobi_generate,
+                   skipping,
+                   speculative_generate,
+)
 from .measure.strategies import skip_strategy
 
 __all__ = [

@@ -15,10 +15,10 @@ from __future__ import annotations
 import difflib
 import importlib
 import sys
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator, Sequence
 
 from . import __version__
 

@@ -7,7 +7,6 @@ import sys
 from pathlib import Path
 
 import torch
-from transformers import LlamaForCausalLM
 
 import labkit
 from labkit.artifacts.prompts import benchmark_prompts

@@ -18,8 +18,15 @@ from labkit.artifacts.results import trained_draft_path
 from labkit.core.decoding import speculative_generate
 from labkit.core.draft_head import DraftHead
 from labkit.core.policies import StaticThreshold
-from labkit.training.draft_head import (HeadConfig, agreement, continuations, continuations_file, fit_draft_head,
-                                        hidden_pairs, training_windows)
+from labkit.training.draft_head import (
+    HeadConfig,
+    agreement,
+    continuations,
+    continuations_file,
+    fit_draft_head,
+    hidden_pairs,
+    training_windows,
+)
 
 sys.path.insert(0, str(Path(__file__).parent))
 from draft_head_threshold import measure  # noqa: E402

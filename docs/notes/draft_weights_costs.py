@@ -12,14 +12,13 @@ import time
 
 import torch
 import torch.nn.functional as F
+from engine_costs import one_token_calls, per_call_us  # docs/notes/engine_costs.py, beside this script
 
 import labkit
 from labkit.artifacts.prompts import benchmark_prompts
 from labkit.artifacts.results import trained_draft_path
 from labkit.core.draft_weights import draft_weights
 from labkit.core.skip import skipping
-
-from engine_costs import one_token_calls, per_call_us          # docs/notes/engine_costs.py, beside this script
 
 
 def streamed_linear_costs(n_matrices=64):

@@ -30,13 +30,13 @@ import torch
 from scipy.stats import spearmanr
 
 import labkit
+from labkit.artifacts.paths import SEARCH_DIR
 from labkit.artifacts.results import trained_draft_path
 from labkit.core.draft_config import DraftConfig
+from labkit.core.skip import SkipSet, parse_skip_set
 from labkit.measure.adaptive import compare_configs
 from labkit.measure.costmodel import measure_cost_model
 from labkit.measure.machine import machine_info
-from labkit.artifacts.paths import SEARCH_DIR
-from labkit.core.skip import SkipSet, parse_skip_set
 from labkit.search import SearchConfig, run_search
 from labkit.search.objectives import build_objective, objective_settings
 from labkit.search.space import skip_from_params, stratified_sets

@@ -6,7 +6,7 @@ and what was given. ``bool`` is never accepted as a number (``True`` is an ``int
 from __future__ import annotations
 
 import math
-from typing import Iterable
+from collections.abc import Iterable
 
 __all__ = ["check_int", "check_number", "check_probability", "check_choice"]
 

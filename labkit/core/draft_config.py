@@ -72,7 +72,7 @@ class DraftConfig:
                 "threshold": self.threshold, "max_draft": self.max_draft}
 
     @classmethod
-    def from_dict(cls, d: dict) -> "DraftConfig":
+    def from_dict(cls, d: dict) -> DraftConfig:
         """Inverse of :meth:`to_dict`; a bare skip-set dict ({"attention": ..., "mlp": ...}) is a set with the
         defaults (fp32 weights, static 0.5, at most 12), which is how older results read."""
         if "skip" not in d:

@@ -17,9 +17,9 @@ stops a draft best moves with it (docs/decisions.md).
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 import torch
 from safetensors.torch import load_file, save_file
@@ -91,7 +91,7 @@ class DraftHead(nn.Module):
         return folder
 
     @classmethod
-    def load(cls, folder: str | Path) -> "DraftHead":
+    def load(cls, folder: str | Path) -> DraftHead:
         """A head saved by :meth:`save`; FileNotFoundError naming the folder when it holds none."""
         folder = Path(folder)
         if not (folder / INFO_FILE).exists() or not (folder / WEIGHTS_FILE).exists():

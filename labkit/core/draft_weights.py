@@ -16,8 +16,8 @@ gpt-fast and torchao use for weight-only int8 on CPU) for every ``nn.Linear`` of
 from __future__ import annotations
 
 import weakref
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
 
 import torch
 from torch import nn

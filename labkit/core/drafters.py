@@ -26,9 +26,9 @@ help of another one (a cascade): both only need ``draft`` and ``commit``.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import dataclass, field
-from typing import Callable
 
 import torch
 

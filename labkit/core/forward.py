@@ -22,7 +22,7 @@ def cache_argument(model, cache) -> dict:
     return {_cache_keyword(type(model)): cache}
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _cache_keyword(model_class: type) -> str:
     """Read once per model class: ``inspect.signature`` costs about 80 µs, 2 % of a decoding step here."""
     return "cache" if "cache" in inspect.signature(model_class.forward).parameters else "past_key_values"

@@ -16,8 +16,8 @@ to different lengths while drafting; :func:`labkit.core.cache.crop_to` realigns 
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Iterator, Sequence
 
 import torch
 from torch import nn
@@ -62,7 +62,7 @@ class SkipSet:
 
     # -- conversions -------------------------------------------------------------------
     @classmethod
-    def from_mask(cls, mask: Sequence[bool] | torch.Tensor) -> "SkipSet":
+    def from_mask(cls, mask: Sequence[bool] | torch.Tensor) -> SkipSet:
         """Mask of length 2L: entries 0..L-1 are attention blocks, L..2L-1 are MLP blocks."""
         values = [bool(v) for v in (mask.tolist() if isinstance(mask, torch.Tensor) else mask)]
         if len(values) == 0 or len(values) % 2:
@@ -79,11 +79,11 @@ class SkipSet:
         return [i in att for i in range(n_layers)] + [i in mlp for i in range(n_layers)]
 
     @classmethod
-    def all(cls, n_layers: int) -> "SkipSet":
+    def all(cls, n_layers: int) -> SkipSet:
         return cls(attention=range(n_layers), mlp=range(n_layers))
 
     # -- properties --------------------------------------------------------------------
-    def validate(self, n_layers: int) -> "SkipSet":
+    def validate(self, n_layers: int) -> SkipSet:
         for name, idx in (("attention", self.attention), ("mlp", self.mlp)):
             if idx and idx[-1] >= n_layers:
                 raise ValueError(
@@ -113,7 +113,7 @@ class SkipSet:
         return {"attention": list(self.attention), "mlp": list(self.mlp)}
 
     @classmethod
-    def from_dict(cls, d: dict) -> "SkipSet":
+    def from_dict(cls, d: dict) -> SkipSet:
         return cls(attention=d.get("attention", ()), mlp=d.get("mlp", ()))
 
 

@@ -10,7 +10,6 @@ import math
 
 import ipywidgets as widgets
 
-
 from ..artifacts.models import load_draft_head
 from ..measure.adaptive import PLAIN, set_timeline
 from ..viz.strategies import set_timeline_figure

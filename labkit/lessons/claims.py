@@ -13,7 +13,7 @@ that reverses each claim and check that the sentence turns with it. Notation: do
 from __future__ import annotations
 
 import math
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 __all__ = ["num", "is_missing", "direction", "trend", "ranking", "who_wins", "peak", "overlaps", "versus_range",
            "compare", "join"]

@@ -77,8 +77,8 @@ def execute_notebook(path: Path, parameters: dict | None = None, out_dir: Path |
 
 
 def export_html(executed: Path, out_dir: Path) -> Path:
-    from nbconvert import HTMLExporter
     import nbformat
+    from nbconvert import HTMLExporter
 
     body, _ = HTMLExporter().from_notebook_node(nbformat.read(str(executed), as_version=4))
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -6,8 +6,6 @@ prefix plus one. "Forwards per token" counts forwards of the full model (plain d
 """
 from __future__ import annotations
 
-
-
 from ..viz.jacobi import grid_title, grid_view, iteration_grid_figure
 from ..viz.style import FIGURE_WIDTH
 from ..viz.widgets import as_widget, update_widget

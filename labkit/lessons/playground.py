@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import html
 import time
+from collections.abc import Callable
 from dataclasses import replace
-from typing import Callable
 
 import numpy as np
 import torch

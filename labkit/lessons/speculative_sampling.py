@@ -13,8 +13,15 @@ import torch
 
 from ..measure.analytic import expected_tokens_per_step
 from ..measure.speculative_sampling import RULES, SampledPosition, monte_carlo
-from ..viz.sampling import (CURRENT_T, distribution_title, distribution_view, distributions_figure,
-                            monte_carlo_figure, monte_carlo_view, temperature_figure)
+from ..viz.sampling import (
+    CURRENT_T,
+    distribution_title,
+    distribution_view,
+    distributions_figure,
+    monte_carlo_figure,
+    monte_carlo_view,
+    temperature_figure,
+)
 from ..viz.style import FIGURE_WIDTH
 from ..viz.widgets import as_widget, update_widget
 

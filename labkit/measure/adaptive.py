@@ -10,9 +10,8 @@ decoding), plus how many sets a strategy drafted with. Traces are kept, so the s
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Mapping, Sequence
-
 
 from ..artifacts.prompts import benchmark_prompts, prompts, source_info, source_label
 from ..artifacts.results import skip_set_for, trained_draft_path

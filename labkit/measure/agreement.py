@@ -53,7 +53,7 @@ class AgreementProbe:
     _cache: dict = field(default_factory=dict, repr=False)
 
     @classmethod
-    def from_prompts(cls, model, tokenizer, prompt_texts: list[str], n_tokens: int = 64) -> "AgreementProbe":
+    def from_prompts(cls, model, tokenizer, prompt_texts: list[str], n_tokens: int = 64) -> AgreementProbe:
         return cls(model, *reference_batch(model, tokenizer, prompt_texts, n_tokens))
 
     @property

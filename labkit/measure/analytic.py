@@ -13,8 +13,8 @@ f(z) = (γ draft_ms(z) + verify_ms[γ]) / E(α(z), γ), with γ the integer in 1
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Mapping, Sequence
 
 from ..core.checks import check_int, check_number, check_probability
 from ..core.policies import DraftPolicy, FixedK
@@ -165,7 +165,7 @@ def check_path(path: Sequence, n_layers: int) -> list[tuple[SkipSet, float]]:
     return out
 
 
-def predicted_cost_frame(cost_model, path: Sequence, *, alphas: Sequence[float] = (), label: str = "") -> "object":
+def predicted_cost_frame(cost_model, path: Sequence, *, alphas: Sequence[float] = (), label: str = "") -> object:
     """Predicted cost per generated token of every set on ``path`` (plus nothing skipped).
 
     Rows for the path's own agreement (``alpha_source`` = 'measured') and for each fixed alpha in

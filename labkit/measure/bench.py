@@ -39,8 +39,16 @@ from ..artifacts.results import skip_set_for
 from ..core.decoding import speculative_generate
 from ..core.draft_weights import DRAFT_WEIGHTS
 from ..core.policies import AdaptiveThreshold, StaticThreshold
-from .bench_methods import (BenchConfig, build_methods, early_exit_and_gate_methods, hf_method, jacobi_methods,
-                            plain_method, sampling_methods, skip_strategy_methods)
+from .bench_methods import (
+    BenchConfig,
+    build_methods,
+    early_exit_and_gate_methods,
+    hf_method,
+    jacobi_methods,
+    plain_method,
+    sampling_methods,
+    skip_strategy_methods,
+)
 from .bench_results import format_profiles, format_strategy_table, format_table, load_results
 from .early_exit import CallProfile, hf_early_exit_profile, labkit_early_exit_profile
 from .harness import Decoder, Runs, Stopwatch, run_interleaved, summarise, timed

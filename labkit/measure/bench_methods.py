@@ -57,7 +57,7 @@ class BenchConfig:
     out_dir: str = str(BENCH_DIR)       # committed: the README quotes it
 
     @classmethod
-    def quick(cls, **overrides) -> "BenchConfig":
+    def quick(cls, **overrides) -> BenchConfig:
         base = dict(models=("default",), n_prompts=2, max_new_tokens=48, repeats=2, hf_builtins=True, jacobi=False)
         base.update(overrides)
         return cls(**base)

@@ -20,10 +20,10 @@ import math
 import random
 import statistics
 import time
+from collections.abc import Sequence
 from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Sequence
 
 import torch
 
@@ -105,7 +105,7 @@ class CostModel:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, d: dict) -> "CostModel":
+    def from_dict(cls, d: dict) -> CostModel:
         known = {f for f in cls.__dataclass_fields__}
         return cls(**{k: v for k, v in d.items() if k in known})
 
@@ -113,7 +113,7 @@ class CostModel:
         return json.dumps(self.to_dict(), indent=2)
 
     @classmethod
-    def from_json(cls, text: str) -> "CostModel":
+    def from_json(cls, text: str) -> CostModel:
         return cls.from_dict(json.loads(text))
 
     def save(self, path: str | Path) -> Path:
@@ -123,7 +123,7 @@ class CostModel:
         return path
 
     @classmethod
-    def load(cls, path: str | Path) -> "CostModel":
+    def load(cls, path: str | Path) -> CostModel:
         path = Path(path)
         if not path.exists():
             raise FileNotFoundError(f"no cost model at {path}; measure one with "

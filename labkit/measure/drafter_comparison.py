@@ -13,8 +13,8 @@ target (parameters, and KV-cache floats per token for a drafter with a cache of 
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import pandas as pd
 

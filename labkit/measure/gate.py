@@ -11,8 +11,8 @@ how many steps it turns plain, and how good the drafts it suppresses would have 
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 import pandas as pd

@@ -28,9 +28,9 @@ import shlex
 import statistics
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Sequence
 
 import torch
 from tqdm.auto import tqdm
@@ -41,10 +41,25 @@ from ..artifacts.results import bucket_index, ratio_buckets, skip_sets_by_bucket
 from ..core.decoding import autoregressive_generate, speculative_generate
 from ..core.skip import SkipSet
 from .costmodel import CostModel, measure_cost_model
-from .grid_cells import CellStats as _CellStats, cell_row as _cell_row, cell_timing as _timing
-from .grid_results import (DEFAULT_MAX_DRAFTS, DEFAULT_THRESHOLDS, DRAFT_WEIGHTS, FORMAT, OLDER_FORMAT, PAPER,
-                           POLICIES, PlaygroundGrid, Setting, draft_weights_arg, grid_path, load_grid, make_policy,
-                           regenerate_command)
+from .grid_cells import CellStats as _CellStats
+from .grid_cells import cell_row as _cell_row
+from .grid_cells import cell_timing as _timing
+from .grid_results import (
+    DEFAULT_MAX_DRAFTS,
+    DEFAULT_THRESHOLDS,
+    DRAFT_WEIGHTS,
+    FORMAT,
+    OLDER_FORMAT,
+    PAPER,
+    POLICIES,
+    PlaygroundGrid,
+    Setting,
+    draft_weights_arg,
+    grid_path,
+    load_grid,
+    make_policy,
+    regenerate_command,
+)
 from .harness import Stopwatch
 from .machine import machine_info
 

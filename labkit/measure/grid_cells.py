@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 

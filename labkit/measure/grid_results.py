@@ -80,7 +80,7 @@ def regenerate_command(model: str = "default") -> str:
     return f"python -m labkit grid --model {shlex.quote(str(model))}"
 
 
-def load_grid(model: str = "default", playground_dir=None, *, path=None) -> "PlaygroundGrid":
+def load_grid(model: str = "default", playground_dir=None, *, path=None) -> PlaygroundGrid:
     """Read the precomputed grid of ``model`` (``data/playground/<model>.json``).
 
     A missing file raises ``FileNotFoundError`` naming the command that regenerates it. A format-2 file (before

@@ -37,8 +37,8 @@ from __future__ import annotations
 import math
 import statistics
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields
-from typing import Callable, Sequence
 
 import torch
 from tqdm.auto import tqdm

@@ -11,17 +11,18 @@ block of guessed tokens and fixes its matched prefix plus one (see :mod:`labkit.
 """
 from __future__ import annotations
 
-from typing import Callable, Mapping
+from collections.abc import Callable, Mapping
 
 import torch
 
 from ..core.decoding import GenerationResult, autoregressive_generate, speculative_generate
-from ..core.jacobi import JacobiTrace, jacobi_generate
 from ..core.drafters import LookupDrafter
+from ..core.jacobi import JacobiTrace, jacobi_generate
 from ..core.policies import AdaptiveThreshold, FixedK
 from ..core.skip import SkipSet
 from ..core.trace import Trace
-from .harness import Decoder as Run, Method, frame, run_interleaved, summarise
+from .harness import Decoder as Run
+from .harness import Method, frame, run_interleaved, summarise
 
 __all__ = ["target_forwards", "jacobi_statistics", "decoders", "compare_decoders"]
 

@@ -16,8 +16,8 @@ import argparse
 import json
 import platform
 import random
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Mapping, Sequence
 
 import torch
 from tqdm.auto import tqdm

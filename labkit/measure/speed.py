@@ -2,13 +2,13 @@
 from __future__ import annotations
 
 import copy
-from typing import Mapping
+from collections.abc import Mapping
 
 import pandas as pd
 
+from ..core.checks import check_int
 from ..core.decoding import autoregressive_generate, speculative_generate
 from ..core.policies import AdaptiveThreshold, DraftPolicy
-from ..core.checks import check_int
 from ..core.skip import SkipSet
 from .harness import Decoder, Method, frame, run_interleaved, summarise
 

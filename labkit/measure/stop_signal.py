@@ -26,7 +26,7 @@ import importlib
 import inspect
 import sys
 import textwrap
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import torch

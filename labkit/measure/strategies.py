@@ -26,8 +26,14 @@ from ..artifacts.prompts import prompts
 from ..artifacts.results import skip_set_for
 from ..core.architectures import check_supported
 from ..core.skip import SkipSet
-from ..core.strategies import (STRATEGY_NAMES, InContextStrategy, KnapsackStrategy, OnTheFlyStrategy, SkipStrategy,
-                               StaticStrategy)
+from ..core.strategies import (
+    STRATEGY_NAMES,
+    InContextStrategy,
+    KnapsackStrategy,
+    OnTheFlyStrategy,
+    SkipStrategy,
+    StaticStrategy,
+)
 from .agreement import AgreementProbe
 from .costmodel import CostModel, measure_cost_model, tied_cost_model
 from .machine import machine_info

@@ -7,8 +7,8 @@ import math
 import random
 import statistics
 import time
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Iterable, Sequence
 
 import optuna
 from scipy.stats import spearmanr
@@ -20,8 +20,17 @@ from ..core.skip import SkipSet
 from .inputs import SearchConfig, SearchModel
 from .objectives import MeasuredObjective, build_objective, objective_settings
 from .samplers import SAMPLERS, make_sampler, quiet_optuna
-from .space import (config_from_params, param_names, params_from_config, params_from_skip, skip_from_params,
-                    stratified_sets, suggest_config, warm_start_configs, warm_start_sets)
+from .space import (
+    config_from_params,
+    param_names,
+    params_from_config,
+    params_from_skip,
+    skip_from_params,
+    stratified_sets,
+    suggest_config,
+    warm_start_configs,
+    warm_start_sets,
+)
 from .storage import default_study_name, feasible_trials, open_storage
 
 __all__ = ["compare_samplers", "rank_agreement", "check_modelled_against_measured"]

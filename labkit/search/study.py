@@ -23,8 +23,18 @@ from ..measure.costmodel import CostModel
 from .inputs import SearchConfig, SearchModel
 from .objectives import build_objective
 from .space import params_from_config, params_from_skip, warm_start_configs, warm_start_sets
-from .storage import (CALIBRATION_ATTR, STUDY_MARKER, check_attrs, default_study_name, expected_attrs, known_good_sets,
-                      open_study, stored_calibration, stored_cost_model, stored_cost_models)
+from .storage import (
+    CALIBRATION_ATTR,
+    STUDY_MARKER,
+    check_attrs,
+    default_study_name,
+    expected_attrs,
+    known_good_sets,
+    open_study,
+    stored_calibration,
+    stored_cost_model,
+    stored_cost_models,
+)
 
 __all__ = ["StudyTarget", "model_card_sets", "open_or_create", "study_evaluator"]
 

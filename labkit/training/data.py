@@ -9,8 +9,8 @@ from pathlib import Path
 import torch
 
 from ..artifacts.corpus import package_files, read_split
-from ..artifacts.prompts import OUTSIDE_PACKAGES
 from ..artifacts.paths import TOKENIZER_DIR
+from ..artifacts.prompts import OUTSIDE_PACKAGES
 from .config import EOS_TOKEN, TrainConfig
 
 __all__ = ["train_tokenizer", "load_or_train_tokenizer", "encode_split", "package_texts", "check_packages",

@@ -3,7 +3,7 @@ greedy-elimination paths, and one completion drafted by a skip set beside the fu
 from __future__ import annotations
 
 import html
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import plotly.graph_objects as go
 

@@ -6,7 +6,7 @@ acquisition values and chosen points), so this module needs nothing but numbers.
 """
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import plotly.graph_objects as go

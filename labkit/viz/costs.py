@@ -3,7 +3,7 @@ of checking several tokens in one pass, and the predicted ms per token along gre
 from __future__ import annotations
 
 import math
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import plotly.graph_objects as go
 

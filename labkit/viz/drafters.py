@@ -3,7 +3,7 @@ target-confidence gate, and where an early-exit generation spends its time."""
 from __future__ import annotations
 
 import math
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pandas as pd

@@ -9,8 +9,8 @@ weights' cells (fp32 or int8: the setting's); the axis ranges cover both, so a t
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import replace
-from typing import Sequence
 
 import numpy as np
 import plotly.graph_objects as go

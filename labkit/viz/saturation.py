@@ -2,7 +2,7 @@
 lens token by token, and how well CALM's three exit signals predict "already right" (ROC)."""
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 import numpy as np
 import plotly.graph_objects as go

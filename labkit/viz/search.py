@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import optuna
 import plotly.graph_objects as go

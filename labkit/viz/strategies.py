@@ -2,7 +2,7 @@
 spent choosing, and the sets each strategy drafted with, step by step."""
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import plotly.graph_objects as go
 

@@ -56,7 +56,7 @@ class SkipStrategy:
         self._ready_at: float | None = None
 
     # -- the decoder's side ---------------------------------------------------------------
-    def bind(self, model) -> "SkipStrategy":
+    def bind(self, model) -> SkipStrategy:
         """Check the strategy fits ``model`` (called by the drafter at every call; a strategy serves one model)."""
         n = int(model.config.num_hidden_layers)
         if self.n_layers is not None and self.n_layers != n:

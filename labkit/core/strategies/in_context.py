@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import contextlib
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import torch
 
@@ -80,7 +80,7 @@ class LayerChoice:
     path: tuple = ()
     cosines: tuple = ()
 
-    def then(self, option: tuple[bool, bool], hidden: torch.Tensor, cosine: float) -> "LayerChoice":
+    def then(self, option: tuple[bool, bool], hidden: torch.Tensor, cosine: float) -> LayerChoice:
         return LayerChoice(hidden, self.path + (option,), self.cosines + (cosine,))
 
     @property

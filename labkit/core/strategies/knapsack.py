@@ -6,8 +6,8 @@ importance; the model proposes, measured rates decide.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Mapping, Sequence
 
 import torch
 
@@ -31,7 +31,7 @@ class BlockCosts:
     layer_ms: list[float] | None = None      # per-layer overhead, saved when both blocks of a layer skip
 
     @classmethod
-    def of(cls, costs) -> "BlockCosts":
+    def of(cls, costs) -> BlockCosts:
         get = (lambda k, d=None: costs.get(k, d)) if isinstance(costs, Mapping) else \
               (lambda k, d=None: getattr(costs, k, d))
         missing = [k for k in ("attention_ms", "mlp_ms", "fixed_ms", "verify_ms") if get(k) is None]

@@ -13,13 +13,37 @@ The loop, for minimising an expensive f over a box::
 
 Every name is also importable from here (``from labkit.search import toy; toy.run_bo_1d(...)``).
 """
-from .branin_samplers import (BRANIN_BOUNDS, BRANIN_F_MIN, BRANIN_MINIMA, SAMPLERS, branin, optuna_best_so_far,
-                              sampler_comparison)
-from .forrester_bo import (ACQUISITIONS, FORRESTER_F_MIN, FORRESTER_X_MIN, BOHistory, acquisition_comparison,
-                           best_so_far_1d, exploration_table, expected_improvement, fit_gp, forrester,
-                           lower_confidence_bound, run_bo_1d)
-from .skip_problem import (ToySkipProblem, ard_hit_rate, ard_relevance, declaration_comparison, make_toy_skip_problem,
-                           suggest_skip_mask)
+from .branin_samplers import (
+                              BRANIN_BOUNDS,
+                              BRANIN_F_MIN,
+                              BRANIN_MINIMA,
+                              SAMPLERS,
+                              branin,
+                              optuna_best_so_far,
+                              sampler_comparison,
+)
+from .forrester_bo import (
+                              ACQUISITIONS,
+                              FORRESTER_F_MIN,
+                              FORRESTER_X_MIN,
+                              BOHistory,
+                              acquisition_comparison,
+                              best_so_far_1d,
+                              expected_improvement,
+                              exploration_table,
+                              fit_gp,
+                              forrester,
+                              lower_confidence_bound,
+                              run_bo_1d,
+)
+from .skip_problem import (
+                              ToySkipProblem,
+                              ard_hit_rate,
+                              ard_relevance,
+                              declaration_comparison,
+                              make_toy_skip_problem,
+                              suggest_skip_mask,
+)
 
 __all__ = ["FORRESTER_X_MIN", "FORRESTER_F_MIN", "BRANIN_F_MIN", "BRANIN_MINIMA", "BRANIN_BOUNDS", "SAMPLERS",
            "ACQUISITIONS", "forrester", "branin", "fit_gp", "expected_improvement", "lower_confidence_bound",

@@ -6,8 +6,8 @@ an ARD Gaussian process learns about which blocks matter, and how to declare the
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 
