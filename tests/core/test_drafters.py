@@ -110,7 +110,8 @@ def test_the_signals_differ_and_a_bad_name_is_refused():
 
 
 # -- added with the mirrored layout: what a Draft carries through the seam -------------------------------------
-def fresh_state(model, ids=torch.tensor([[3, 5, 8, 13, 21]])):
+def fresh_state(model, ids=((3, 5, 8, 13, 21),)):
+    ids = torch.tensor(ids)
     state = DecodingState(model, new_cache(model), ids[0].tolist(), ids.shape[1], Warp(), frozenset())
     with torch.inference_mode():
         prefill(model, ids[:, :-1], state.cache)
@@ -178,7 +179,7 @@ def test_model_and_lookup_drafts_know_their_maker(model):
     drafter.prepare(state, torch.tensor([state.tokens[:-1]]))
     draft = drafter.draft(state, 2, FixedK(2))
     assert draft.drafter is drafter and draft.select_s == 0.0 and draft.forward is None
-    repeating = fresh_state(model, torch.tensor([[7, 8, 9, 7, 8]]))
+    repeating = fresh_state(model, [[7, 8, 9, 7, 8]])
     inner = SelfDrafter(model, SkipSet(mlp=[1]))
     lookup = LookupDrafter(3, inner)
     copied = lookup.draft(repeating, 3, FixedK(3))
