@@ -1,6 +1,7 @@
 # The lab's two entry points (see README):
 #   make lab    set up .venv if missing, then open JupyterLab on the notebooks (127.0.0.1, token auth on)
 #   make test   set up .venv if missing, then run the whole test suite (notebooks included; in a real Chromium too)
+#               on two pytest-xdist workers (pyproject's addopts; README "Two commands" lists the layers' markers)
 #   make app    the playground alone as a web page (Voila, code hidden) on 127.0.0.1, for projecting in a lecture
 # The other targets run the lab's command line, python -m labkit <command> (python -m labkit lists the commands).
 PYTHON ?= python3

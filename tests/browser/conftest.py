@@ -29,10 +29,11 @@ from servers import (CHROMIUM_ARGS, DEFAULT_CHROMIUM, INSTALL_HINT, LAB_CONFIG, 
 
 
 # -- Chromium -----------------------------------------------------------------------------------
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def browser():
-    """A headless system Chromium under Playwright (skips the test when either is missing). One per test module:
-    nothing of it stays running while the rest of the suite runs."""
+    """A headless system Chromium under Playwright (skips the test when either is missing). One per process (per
+    xdist worker): each notebook's browser tests run in that notebook's xdist group, between other modules' tests, so
+    a module-scoped one would start again for every notebook; idle, it holds no core."""
     sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright package is missing: "
                                    "pip install -e '.[test]' installs it")
     path = chromium_path()
@@ -51,10 +52,19 @@ def browser():
 
 
 @pytest.fixture(scope="session")
-def shots() -> Path:
-    """build/browser/: the screenshots of this run (emptied first)."""
-    shutil.rmtree(SHOTS, ignore_errors=True)
-    SHOTS.mkdir(parents=True)
+def shots(tmp_path_factory) -> Path:
+    """build/browser/: the screenshots of this run, emptied once first (under xdist by the first worker to get here:
+    a flag in the run's shared temporary folder, under a file lock, says it was done)."""
+    from filelock import FileLock
+
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base   # popen-gwN/.. is this run's, shared
+    with FileLock(str(shared / "labkit-shots.lock")):
+        flag = shared / "labkit-shots-emptied"
+        if not flag.exists():
+            shutil.rmtree(SHOTS, ignore_errors=True)
+            flag.touch()
+        SHOTS.mkdir(parents=True, exist_ok=True)
     return SHOTS
 
 
@@ -103,10 +113,11 @@ def lab_root(notebooks: list[Path]) -> Path:
     return root
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def lab(browser):
     """A JupyterLab server on 127.0.0.1 over FAST copies of every notebook (it needs the browser: no Chromium,
-    no server)."""
+    no server). One per process (per xdist worker: each its own free port, token and root), like :func:`browser`;
+    every notebook's kernel is shut down after its tests."""
     from labkit.lessons.notebook import notebook_paths
 
     root = lab_root(notebook_paths())

@@ -78,6 +78,14 @@ class NotebookPage:
     def outputs(self) -> list[dict]:
         return self.page.evaluate(JS_OUTPUTS)
 
+    def notebook_json(self) -> dict:
+        """The notebook as JupyterLab holds it now (nbformat JSON: cells, their tags, their outputs)."""
+        nb = self.page.evaluate("() => jupyterapp.shell.currentWidget.context.model.toJSON()")
+        for cell in nb["cells"]:                 # JupyterLab gives a markdown cell without any "attachments": null
+            if cell.get("attachments", {}) is None:
+                del cell["attachments"]
+        return nb
+
     def close(self) -> None:
         """Shut the kernel down (it would hold a core) and close the tab's browser context."""
         try:

@@ -11,12 +11,19 @@ Per notebook (FAST mode, one kernel each, shut down after):
   computed;
 - every figure fits its output column at 1280 and 1920 px wide windows;
 - screenshots of every figure and widget go to build/browser/.
+
+Each clean Run All is also recorded for the papermill layer (the ``shared_runs`` fixture, tests/conftest.py): its
+checks that use the same parameters read this run instead of executing the notebook again. Under xdist each
+notebook's tests here and there are in one group, ``notebook-<stem>`` (one worker; tests/conftest.py).
 """
 from __future__ import annotations
 
+import ast
+import json
 import time
 from dataclasses import dataclass
 
+import papermill as pm
 import pytest
 
 from labkit.lessons.notebook import notebook_paths
@@ -46,13 +53,27 @@ class Ran:
         assert not self.nb.errors, "JavaScript errors on the page:\n" + "\n".join(self.nb.errors[:10])
 
 
+def share(name: str, nb: NotebookPage, outputs: list[dict], lab, shared_runs: dict) -> None:
+    """Record a clean Run All for the papermill layer: the notebook with its outputs, and the metrics record it wrote
+    to its OUTPUT_DIR as committed (relative to the kernel's folder, the lab root's notebooks/)."""
+    if any(o["output"]["output_type"] == "error" for o in outputs):
+        return                                     # the papermill checks execute it themselves (a papermill traceback)
+    source = next(p for p in notebook_paths() if p.name == name)
+    output_dir = ast.literal_eval(pm.inspect_notebook(str(source))["OUTPUT_DIR"]["default"])
+    metrics = (lab.root / "notebooks" / output_dir).resolve() / f"{source.stem}.json"
+    shared_runs[source.stem] = {"where": "JupyterLab in Chromium, FAST, Run All", "notebook": nb.notebook_json(),
+                                "metrics": json.loads(metrics.read_text()) if metrics.exists() else None}
+
+
 @pytest.fixture(scope="module", params=NOTEBOOKS, ids=lambda n: n.removesuffix(".ipynb"))
-def ran(request, browser, lab):
+def ran(request, browser, lab, shared_runs):
     """The notebook opened in JupyterLab and run with Run All (its kernel is shut down afterwards)."""
     nb = NotebookPage(browser, lab.notebook_url(request.param))
     try:
         seconds = nb.run_all()
-        yield Ran(request.param, nb, nb.outputs(), seconds)
+        outputs = nb.outputs()
+        share(request.param, nb, outputs, lab, shared_runs)
+        yield Ran(request.param, nb, outputs, seconds)
     finally:
         nb.close()
 

@@ -20,6 +20,7 @@ def test_app_notebook_hygiene():
 
 
 @pytest.mark.slow
+@pytest.mark.notebooks
 def test_app_notebook_runs_and_shows_the_playground():
     executed = execute_notebook(APP, out_dir=BUILD_DIR / "notebooks", timeout=300)
     outputs = [o for c in nbformat.read(str(executed), as_version=4).cells if c.cell_type == "code"

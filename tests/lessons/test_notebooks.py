@@ -3,9 +3,17 @@
 docs/notation.md's table.
 
 Executed copies are kept under build/notebooks/ for inspection, metrics under build/metrics/.
+
+One execution per set of parameters: where the browser layer (tests/browser) has run a notebook in JupyterLab in this
+worker (FAST, SOLUTIONS = False as committed; the ``shared_runs`` fixture of tests/conftest.py), the checks below
+that ask for those same parameters (the "not yet" verdicts; the metrics of a notebook without exercises) read that
+run; otherwise, and always for the reference answers (SOLUTIONS = True), they execute the notebook with papermill.
+Under xdist, every test here and in the browser layer whose id is a notebook's stem is in that notebook's group
+(``notebook-<stem>``, tests/conftest.py): one worker runs them, the browser's first.
 """
 import json
 import re
+from pathlib import Path
 
 import nbformat
 import papermill as pm
@@ -54,6 +62,23 @@ def has_exercises(path) -> bool:
     return "SOLUTIONS" in pm.inspect_notebook(str(path))
 
 
+def shared_run(path, shared_runs, out_dir: Path) -> tuple[Path, dict | None] | None:
+    """The browser layer's run of ``path`` in this worker, if there is one: its notebook (outputs as JupyterLab holds
+    them) written to ``out_dir`` as an executed copy, and its metrics record (None if it wrote none)."""
+    run = shared_runs.get(path.stem)
+    if run is None:
+        return None
+    out_dir.mkdir(parents=True, exist_ok=True)
+    executed = out_dir / path.name
+    executed.write_text(json.dumps(run["notebook"]))
+    print(f"{path.stem}: checked on the browser layer's run ({run['where']}), not executed again")
+    return executed, run["metrics"]
+
+
+def committed_parameters(path) -> dict:
+    return {name: spec["default"] for name, spec in pm.inspect_notebook(str(path)).items()}
+
+
 def verdicts(executed) -> list[str]:
     """The verdict lines ('correct: ...' / 'not yet: ...') printed by the cells tagged exercise-check."""
     nb = nbformat.read(str(executed), as_version=4)
@@ -85,14 +110,22 @@ def test_glossary_of_00_is_the_notation_table():
 
 
 @pytest.mark.slow
+@pytest.mark.notebooks
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
-def test_notebook_runs_and_records_metrics(path):
+def test_notebook_runs_and_records_metrics(path, shared_runs):
     metrics_dir = BUILD_DIR / "metrics"
     target = metrics_dir / f"{path.stem}.json"
     target.unlink(missing_ok=True)
     solutions = {"SOLUTIONS": True} if has_exercises(path) else {}
-    executed = execute_notebook(path, {"FAST": True, "OUTPUT_DIR": str(metrics_dir), **solutions})
-    record = json.loads(target.read_text())
+    shared = None if solutions else shared_run(path, shared_runs, BUILD_DIR / "notebooks")
+    if shared is not None:                                 # FAST, no other parameter: the browser's run is this one
+        executed, record = shared
+        assert record is not None, f"{path.stem} recorded no metrics in the browser layer's run"
+        metrics_dir.mkdir(parents=True, exist_ok=True)
+        target.write_text(json.dumps(record, indent=2))
+    else:
+        executed = execute_notebook(path, {"FAST": True, "OUTPUT_DIR": str(metrics_dir), **solutions})
+        record = json.loads(target.read_text())
     assert path.stem in EXPECTED, f"add the metric ranges of {path.stem} to EXPECTED"
     for key, (lo, hi) in EXPECTED[path.stem].items():
         value = record["metrics"].get(key)
@@ -103,9 +136,16 @@ def test_notebook_runs_and_records_metrics(path):
 
 
 @pytest.mark.slow
+@pytest.mark.notebooks
 @pytest.mark.parametrize("path", [p for p in NOTEBOOKS if has_exercises(p)], ids=lambda p: p.stem)
-def test_exercises_say_not_yet_without_the_solutions(path, tmp_path):
-    executed = execute_notebook(path, {"FAST": True, "OUTPUT_DIR": str(tmp_path), "SOLUTIONS": False},
-                                out_dir=BUILD_DIR / "notebooks-not-yet")
+def test_exercises_say_not_yet_without_the_solutions(path, tmp_path, shared_runs):
+    out_dir = BUILD_DIR / "notebooks-not-yet"
+    committed = committed_parameters(path)["SOLUTIONS"] == "False"     # what the browser layer's run used
+    shared = shared_run(path, shared_runs, out_dir) if committed else None
+    if shared is not None:
+        executed, _ = shared
+    else:
+        executed = execute_notebook(path, {"FAST": True, "OUTPUT_DIR": str(tmp_path), "SOLUTIONS": False},
+                                    out_dir=out_dir)
     found = verdicts(executed)
     assert found and all(v.startswith("not yet: ") for v in found), found
