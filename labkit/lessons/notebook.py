@@ -21,7 +21,8 @@ from ..artifacts.models import SHIPPED_MODELS
 from ..artifacts.paths import BUILD_DIR, MODELS_DIR, NOTEBOOK_DIR, SEARCH_DIR
 from ..measure.machine import cpu_model
 
-__all__ = ["record_metrics", "display_table", "execute_notebook", "notebook_paths", "versions", "where_things_are", "main"]
+__all__ = ["record_metrics", "display_table", "execute_notebook", "notebook_paths", "versions", "where_things_are",
+           "export_html", "remote_scripts", "main"]
 
 
 def _clean(value):
@@ -76,22 +77,70 @@ def execute_notebook(path: Path, parameters: dict | None = None, out_dir: Path |
     return output
 
 
+#: Where an HTML copy finds its scripts: beside it, so it renders offline (no CDN).
+ASSETS = "assets"
+MATHJAX_CONFIG = "TeX-AMS-MML_HTMLorMML-full,Safe"
+
+
+def _local_assets(out_dir: Path) -> dict:
+    """Copy MathJax 2.7 (the ``jupyter-server-mathjax`` package) and require.js (Voila's copy) into
+    ``out_dir/assets`` once, and return the HTMLExporter options that point at them by relative URL. Why: nbconvert's
+    defaults load both from cdnjs, so a reader offline saw raw LaTeX. A missing package leaves its URL local anyway
+    (no script is fetched from the network; the math stays unrendered), never a CDN."""
+    import shutil
+
+    from jupyter_core.paths import jupyter_path
+
+    assets = out_dir / ASSETS
+    assets.mkdir(parents=True, exist_ok=True)
+    try:
+        import jupyter_server_mathjax
+
+        source = Path(jupyter_server_mathjax.__file__).parent / "static"
+        if not (assets / "mathjax" / "MathJax.js").exists():
+            shutil.copytree(source, assets / "mathjax", dirs_exist_ok=True)
+    except ImportError:
+        pass
+    require = [Path(d) / "voila" / "templates" / "base" / "static" / "require.min.js" for d in jupyter_path()]
+    found = next((r for r in require if r.exists()), None)
+    if found is not None and not (assets / "require.min.js").exists():
+        shutil.copyfile(found, assets / "require.min.js")
+    # mermaid is imported only by a page that holds a mermaid diagram (the lab's notebooks hold none): local too
+    return {"mathjax_url": f"{ASSETS}/mathjax/MathJax.js?config={MATHJAX_CONFIG}",
+            "require_js_url": f"{ASSETS}/require.min.js", "mermaid_js_url": f"{ASSETS}/mermaid.esm.min.mjs",
+            "mermaid_layout_elk_js_url": ""}
+
+
 def export_html(executed: Path, out_dir: Path) -> Path:
+    """``executed`` as a self-contained HTML page in ``out_dir`` whose scripts (MathJax, require.js) are local
+    copies under ``out_dir/assets``: the page renders its formulas without a network connection."""
     import nbformat
     from nbconvert import HTMLExporter
 
-    body, _ = HTMLExporter().from_notebook_node(nbformat.read(str(executed), as_version=4))
     out_dir.mkdir(parents=True, exist_ok=True)
+    exporter = HTMLExporter(**_local_assets(out_dir))
+    body, _ = exporter.from_notebook_node(nbformat.read(str(executed), as_version=4))
     target = out_dir / executed.with_suffix(".html").name
     target.write_text(body, encoding="utf-8")
     return target
+
+
+def remote_scripts(html: str) -> list[str]:
+    """The http(s) URLs an HTML page loads scripts or stylesheets from (``<script src>``, ``<link href>``, a
+    dynamic ``import(...)``, a script URL held in a variable): an offline reader gets none of them."""
+    import re
+
+    tags = re.findall(r"<(?:script|link)\b[^>]*>", html, flags=re.IGNORECASE)
+    urls = [url for tag in tags for url in re.findall(r"""(?:src|href)\s*=\s*["']((?:https?:)?//[^"']+)""", tag)]
+    return urls + re.findall(r"""["']((?:https?:)?//[^"'\s]+\.m?js(?:\?[^"']*)?)["']""", html)
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="Execute the lab's notebooks and export them to HTML.")
     parser.add_argument("command", choices=["html", "run"])
     parser.add_argument("--full", action="store_true",
-                        help="full mode instead of FAST (executed copies in build/notebooks-full, HTML in build/html-full)")
+                        help="full mode instead of FAST "
+                             "(executed copies in build/notebooks-full, HTML in build/html-full)")
     parser.add_argument("--solutions", action="store_true", help="run the exercises with the reference answers")
     args = parser.parse_args(argv)
     if args.command == "html":
