@@ -26,7 +26,8 @@ from ..viz.style import FIGURE_WIDTH
 from ..viz.widgets import as_widget, update_widget
 
 __all__ = ["default_position", "position_label", "describe_trend", "alpha_sentence", "monte_carlo_sentence",
-           "sweep_sentences", "SamplingExplorer", "MonteCarloPanel"]
+           "rejection_rate_line", "multi_token_sentence", "alpha_shape_sentence", "sweep_sentences",
+           "SamplingExplorer", "MonteCarloPanel"]
 
 
 def default_position(positions: list[SampledPosition], top_mass: float = 0.5) -> int:
@@ -113,6 +114,56 @@ def monte_carlo_sentence(rows: list[dict]) -> str:
     return head + f"no rule's output passes: {part(bad)}."
 
 
+def rejection_rate_line(row: dict) -> str:
+    """How often the test at this n rejects the rule: its *power* when the rule is wrong, its *false-alarm rate*
+    (≈ the level: a rejection of an exact rule is a false alarm) when the rule's output is exactly p."""
+    rate, n = row["rejection_rate"], row["n"]
+    if row["exact"]:
+        return (f"{row['rule']}: exact (its output is p), so the test's rejection rate at n = {n:,} is its "
+                f"false-alarm rate, {rate:.3f} (the level {row['level']})")
+    return (f"{row['rule']}: wrong (its output is {row['tv_to_p']:.3f} from p in TV); the test's power against it at "
+            f"n = {n:,}, the probability that it rejects the rule, is {rate:.3f}")
+
+
+def multi_token_sentence(rows: list[dict]) -> str:
+    """Which ways of finishing a step keep the first two emitted tokens distributed as p's joint, with each
+    empirical TV beside the TV that n draws straight from p leave (the noise floor)."""
+    if not rows:
+        raise ValueError("no rows")
+    noise = rows[0]["tv_noise"]
+    parts = []
+    for r in rows:
+        beside = ("within the noise" if r["tv"] <= 2 * noise else f"{r['tv'] / noise:.0f}× the noise")
+        verdict = "consistent with p's joint" if r["consistent_with_p"] else "NOT distributed as p's joint"
+        parts.append(f"{r['rule']}: TV {r['tv']:.4f} ({beside}), {_fmt_p(r['p_value'])}, {verdict}")
+    return (f"Over n = {rows[0]['n']:,} two-token runs (n draws straight from p's joint are {noise:.4f} from it in "
+            f"TV): " + "; ".join(parts) + ".")
+
+
+def alpha_shape_sentence(frame, low_t_alpha: float | None = None) -> str:
+    """Where the measured α is lowest across the sweep, and whether both ends lie above that minimum by more than
+    the binomial noise (2 standard errors of each acceptance count); ``low_t_alpha``: the argmax agreement of the
+    run's positions, the α that T → 0 tends to."""
+    t = [float(v) for v in frame["temperature"]]
+    a = [float(v) for v in frame["measured_alpha"]]
+    n = [max(1, int(v)) for v in frame["tested"]]
+    se = [math.sqrt(max(x * (1 - x), 1e-12) / k) for x, k in zip(a, n)]
+    m = min(range(len(a)), key=a.__getitem__)
+    above = lambda i: a[i] - a[m] > 2 * (se[i] + se[m])                       # noqa: E731
+    at = lambda i: f"{a[i]:.2f} at T = {t[i]:g}"                               # noqa: E731
+    tail = ("" if low_t_alpha is None else f" As T → 0 both become point masses on their argmax, so α tends to the "
+            f"share of positions where those agree: {low_t_alpha:.2f} at the positions of section 1.")
+    if 0 < m < len(a) - 1 and above(0) and above(len(a) - 1):
+        return (f"The measured α is lowest in the middle of the sweep ({at(m)}) and higher at both ends ({at(0)}, "
+                f"{at(-1)}; both beyond 2 standard errors of the counts): a U. At low T p and q each concentrate "
+                f"on their top token, so they agree wherever their argmaxes agree; at high T both flatten toward "
+                f"uniform and Σ min(p, q) rises again; in between they are spread differently and disagree most."
+                + tail)
+    where = "inside the sweep" if 0 < m < len(a) - 1 else "at an end of the sweep"
+    return (f"The measured α is lowest {where} ({at(m)}; ends {at(0)} and {at(-1)}), but this run does not show a U "
+            f"beyond the noise (2 standard errors of the counts): no claim about its shape here." + tail)
+
+
 def rule_sentence(row: dict) -> str:
     """The verdict on the rule shown: its test against p at this sample size, and how far its exact output is from p."""
     verdict = "consistent with p" if row["consistent_with_p"] else "not distributed as p"
@@ -125,7 +176,8 @@ def sweep_sentences(frame) -> list[str]:
     """What the temperature sweep shows: the trends of α and of the speedup, how well α and E are predicted."""
     t = list(frame["temperature"])
     out = [describe_trend(t, frame["measured_alpha"], "The measured α") + "; "
-           + describe_trend(t, frame["measured_speedup"], "the measured speedup over plain sampling") + "."]
+           + describe_trend(t, frame["measured_speedup"], "the measured speedup over plain sampling")
+           + f" ({_spread_clause(frame)})."]
     gaps = (frame["measured_alpha"] - frame["predicted_alpha"]).abs()
     worst = int(gaps.idxmax())
     out.append(f"The α that the same decisions' p and q predict (mean Σ min(p, q)) is within {gaps.max():.3f} of the "
@@ -137,15 +189,28 @@ def sweep_sentences(frame) -> list[str]:
     ratio = (frame["expected_tokens_per_step"] / frame["tokens_per_step"]).mean()
     out.append(f"Leviathan's E {side} the measured tokens per step ({n_over} of {n} temperatures above; on average "
                f"E / measured = {ratio:.2f}).")
-    below = int((frame["measured_speedup"] < frame["predicted_speedup"]).sum())
+    below = int((frame["speedup_max"] < frame["predicted_speedup"]).sum())
     lo, hi = frame["c_v"].min(), frame["c_v"].max()
     cost = ("more than one" if lo > 1 else "less than one" if hi < 1 else "about one")
     gap = (frame["measured_speedup"] - frame["predicted_speedup_cv"]).abs().max()
-    out.append(f"The measured speedup is below Leviathan's E / (γc + 1) at {below} of {n} temperatures; that formula "
+    out.append(f"The measured speedup is below Leviathan's E / (γc + 1) beyond its spread at {below} of {n} "
+               f"temperatures; that formula "
                f"charges a verify step as one plain step, and here one costs c_v = {lo:.2f}–{hi:.2f} plain steps "
-               f"({cost}). With the measured c_v, E / (γc + c_v) is within {math.ceil(gap * 100) / 100:.2f} of the measured speedup at "
-               f"every temperature.")
+               f"({cost}). With the measured c_v, E / (γc + c_v) is within {math.ceil(gap * 100) / 100:.2f} "
+               f"of the measured speedup at every temperature.")
     return out
+
+
+def _spread_clause(frame) -> str:
+    """Whether the speedup's highest and lowest temperatures differ by more than their repetitions' spread."""
+    ranges = [(float(a), float(b)) for a, b in zip(frame["speedup_min"], frame["speedup_max"])]
+    if all(a == b for a, b in ranges):
+        return "one repetition, so no spread: a change of a few percent may be noise"
+    speedups = [float(v) for v in frame["measured_speedup"]]
+    lowest, highest = speedups.index(min(speedups)), speedups.index(max(speedups))
+    if ranges[lowest][1] < ranges[highest][0]:
+        return "the highest and the lowest differ by more than their repetitions' min–max"
+    return "within the noise: the highest and the lowest overlap within their repetitions' min–max"
 
 
 def _figure_widget(fig):
@@ -262,7 +327,9 @@ class MonteCarloPanel:
         p, rows, labels = self._figure_args()
         view = monte_carlo_view(p, rows[0], labels, k=self.explorer.k)
         fig = self.figure
-        update_widget(fig, {0: {"x": view["x"], "y": view["p"]}, 1: {"x": view["x"], "y": view["empirical"]}},
+        update_widget(fig, {0: {"x": view["x"], "y": view["zero"], "error_y.array": view["noise"]},
+                            1: {"x": view["x"], "y": view["deviation"],
+                                "customdata": [[a, b] for a, b in zip(view["empirical"], view["p"])]}},
                       layout={"title.text": f"{int(self.n.value):,} Monte-Carlo runs of one drafted slot, tested "
                                             f"against p at level {self.level} (seed {self.seed})"})
         fig.layout.annotations[0].text = view["title"]

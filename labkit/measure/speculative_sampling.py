@@ -37,7 +37,12 @@ from .harness import phase_costs, timed
 
 __all__ = ["RULES", "SampledPosition", "RecordingDrafter", "record_positions", "alpha", "total_variation",
            "acceptance_probability", "rule_distribution", "simulate_rule", "ChiSquare", "distribution_test",
-           "monte_carlo", "chi_square_power", "alpha_curve", "temperature_sweep"]
+           "monte_carlo", "chi_square_power", "alpha_curve", "temperature_sweep", "EXACT_TV", "STEP_RULES",
+           "two_token_tree", "two_token_joint", "simulate_two_tokens", "multi_token_check",
+           "argmax_agreement"]
+
+#: A rule whose closed-form output is within this TV of p is exact (float rounding only).
+EXACT_TV = 1e-6
 
 #: The acceptance rules the Monte-Carlo compares: the lossless one and two tempting mistakes.
 RULES = {
@@ -100,10 +105,11 @@ class RecordingDrafter(Drafter):
 
 
 def record_positions(model, input_ids, *, skip: SkipSet, temperature: float, max_new_tokens: int,
-                     policy: DraftPolicy | None = None,
-                     seed: int = 0) -> tuple[GenerationResult, list[SampledPosition]]:
-    """One real sampled self-speculative run (``policy`` default FixedK(4), seeded) and its tested positions."""
-    recorder = RecordingDrafter(SelfDrafter(model, skip))
+                     policy: DraftPolicy | None = None, seed: int = 0,
+                     weights: str | None = None) -> tuple[GenerationResult, list[SampledPosition]]:
+    """One real sampled self-speculative run (``policy`` default FixedK(4), seeded; the draft skips ``skip`` and
+    reads ``weights``: None the model's own, "int8" the int8 copies) and its tested positions."""
+    recorder = RecordingDrafter(SelfDrafter(model, skip, weights=weights))
     result = speculative_generate(model, input_ids, drafter=recorder, policy=policy or FixedK(4),
                                   max_new_tokens=max_new_tokens, do_sample=True, temperature=temperature,
                                   generator=torch.Generator().manual_seed(seed), eos_token_id=[])
@@ -210,9 +216,10 @@ def distribution_test(counts: torch.Tensor, p: torch.Tensor, *, min_expected: fl
 
 
 def chi_square_power(p: torch.Tensor, emitted: torch.Tensor, n: int, *, level: float = 0.01,
-               min_expected: float = 5.0) -> float:
+                     min_expected: float = 5.0) -> float:
     """Probability that :func:`distribution_test` with ``n`` draws rejects "distributed as p" when the tokens are
-    really drawn from ``emitted`` (non-central chi-square approximation); ≈ ``level`` when emitted = p."""
+    really drawn from ``emitted`` (non-central chi-square approximation). Against a wrong rule (emitted ≠ p) that is
+    the test's *power*; for an exact rule (emitted = p) it is the *false-alarm rate*, = ``level``."""
     from scipy.stats import chi2, ncx2
 
     bins, expected = _bins(p, n, min_expected)
@@ -229,16 +236,104 @@ def chi_square_power(p: torch.Tensor, emitted: torch.Tensor, n: int, *, level: f
 def monte_carlo(p: torch.Tensor, q: torch.Tensor, n: int, *, seed: int = 0, level: float = 0.01) -> list[dict]:
     """Every rule of :data:`RULES` run ``n`` times at one slot, each tested against p: one dict per rule with the
     counts, the test, whether it is consistent with p at ``level``, the exact TV distance of the rule's output
-    from p and the test's power against it at this ``n``."""
+    from p, whether that output is exactly p (``exact``), and ``rejection_rate``: how often the test at this ``n``
+    rejects the rule: its power for a wrong rule, its false-alarm rate (= ``level``) for an exact one."""
     out = []
     for rule in RULES:
         counts = simulate_rule(p, q, rule, n, torch.Generator().manual_seed(seed))
         test = distribution_test(counts, p)
-        exact = rule_distribution(p, q, rule)
+        emitted = rule_distribution(p, q, rule)
+        tv = total_variation(emitted, p)
         out.append({"rule": rule, "counts": counts, "statistic": test.statistic, "df": test.df,
                     "p_value": test.p_value, "consistent_with_p": test.passes(level), "level": level, "n": n,
-                    "tv_to_p": total_variation(exact, p), "power": chi_square_power(p, exact, n, level=level)})
+                    "tv_to_p": tv, "exact": tv < EXACT_TV,
+                    "rejection_rate": chi_square_power(p, emitted, n, level=level)})
     return out
+
+
+# ---------------------------------------------------------------------------------------
+# a whole step stays exact: two-token sequences from a tiny distribution tree
+# ---------------------------------------------------------------------------------------
+#: How the first two emitted tokens come about (γ drafted per step); the last one is the tempting mistake.
+STEP_RULES = {
+    "γ = 1, bonus from p": "draft d1 ~ q; accepted: the bonus x2 ~ p(·|x1); rejected: the next step drafts x2",
+    "γ = 2, rest discarded": "draft d1, d2 ~ q; after a rejection at d1 the drafted d2 is thrown away",
+    "γ = 2, rest kept (wrong)": "as above, but after a rejection at d1 the drafted d2 is kept as x2",
+}
+
+
+def two_token_tree(vocab: int = 4, *, seed: int = 0) -> dict:
+    """A tiny random model of two positions: p1, q1 (V,) and p2[x1], q2[x1] (V, V) rows, each uniform on the
+    simplex (Dirichlet(1): normalised Exp(1) draws from a seeded generator; the global RNG is left alone)."""
+    check_int("vocab", vocab, 2)
+    g = torch.Generator().manual_seed(seed)
+
+    def draw(*shape):
+        e = -torch.log(torch.rand(*shape, vocab, generator=g, dtype=torch.float64).clamp_min(1e-300))
+        return e / e.sum(-1, keepdim=True)
+
+    return {"p1": draw(), "q1": draw(), "p2": draw(vocab), "q2": draw(vocab)}
+
+
+def two_token_joint(tree: dict) -> torch.Tensor:
+    """The target's joint of the first two tokens, p(x1, x2) = p1(x1) p2(x2 | x1), flattened (V²,)."""
+    return (tree["p1"][:, None] * tree["p2"]).reshape(-1)
+
+
+def _slot(p: torch.Tensor, q: torch.Tensor, g: torch.Generator) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """One drafted slot per row of ``p``, ``q`` (n, V): (drafted, accepted, emitted) with the speculative rule."""
+    d = torch.multinomial(q, 1, generator=g)[:, 0]
+    rows = torch.arange(len(d))
+    accepted = torch.rand(len(d), generator=g) * q[rows, d] < p[rows, d]
+    residual = (p - q).clamp_min(0)
+    residual = residual / residual.sum(-1, keepdim=True).clamp_min(1e-30)
+    replacement = torch.multinomial(residual.clamp_min(1e-30), 1, generator=g)[:, 0]
+    return d, accepted, torch.where(accepted, d, replacement)
+
+
+def simulate_two_tokens(tree: dict, rule: str, n: int, *, seed: int = 0) -> torch.Tensor:
+    """Counts of the first two emitted tokens (x1, x2), flattened (V²,), over ``n`` runs of ``rule``
+    (:data:`STEP_RULES`). After a rejection the next step restarts from the emitted prefix x1: a fresh slot
+    drafts x2 from q2[x1] and tests it against p2[x1]."""
+    if rule not in STEP_RULES:
+        raise ValueError(f"rule must be one of {', '.join(map(repr, STEP_RULES))}, got {rule!r}")
+    check_int("n", n, 1)
+    g = torch.Generator().manual_seed(seed)
+    V = tree["p1"].shape[0]
+    d1, ok1, x1 = _slot(tree["p1"].expand(n, V), tree["q1"].expand(n, V), g)
+    _, _, restart = _slot(tree["p2"][x1], tree["q2"][x1], g)                # the next step, from prefix x1
+    if rule.startswith("γ = 1"):
+        bonus = torch.multinomial(tree["p2"][x1], 1, generator=g)[:, 0]
+        x2 = torch.where(ok1, bonus, restart)
+    else:
+        d2, _, second = _slot(tree["p2"][d1], tree["q2"][d1], g)            # slot 2 is tested only after d1 passed
+        x2 = torch.where(ok1, second, d2 if "kept" in rule else restart)
+    return torch.bincount(x1 * V + x2, minlength=V * V)
+
+
+def multi_token_check(tree: dict, n: int, *, seed: int = 0, level: float = 0.01) -> list[dict]:
+    """Every rule of :data:`STEP_RULES` run ``n`` times, its empirical joint of (x1, x2) tested against p's joint
+    by :func:`distribution_test`: one dict per rule (rule, n, tv: TV(empirical, joint), p_value, consistent_with_p,
+    and ``tv_noise``: the TV of ``n`` draws straight from the joint, the distance sampling alone leaves)."""
+    joint = two_token_joint(tree)
+    direct = torch.multinomial(joint, n, replacement=True, generator=torch.Generator().manual_seed(seed + 99))
+    tv_noise = total_variation(torch.bincount(direct, minlength=len(joint)).double() / n, joint.double())
+    out = []
+    for i, rule in enumerate(STEP_RULES):
+        counts = simulate_two_tokens(tree, rule, n, seed=seed + i)
+        test = distribution_test(counts, joint)
+        out.append({"rule": rule, "n": n, "level": level, "tv": total_variation(counts.double() / n, joint.double()),
+                    "statistic": test.statistic, "df": test.df, "p_value": test.p_value,
+                    "consistent_with_p": test.passes(level), "tv_noise": tv_noise})
+    return out
+
+
+def argmax_agreement(positions: list[SampledPosition]) -> float:
+    """Share of ``positions`` where argmax p = argmax q: the α that both distributions tend to as T → 0 (each
+    becomes a point mass on its argmax, and Σ min(p, q) is 1 where those agree and 0 where they do not)."""
+    if not positions:
+        raise ValueError("no positions: the run drafted nothing")
+    return statistics.fmean(float(int(pos.p.argmax()) == int(pos.q.argmax())) for pos in positions)
 
 
 def alpha_curve(positions: list[SampledPosition], temperatures) -> list[float]:
@@ -258,7 +353,7 @@ def _check_temperatures(temperatures) -> list[float]:
     return values
 
 
-def _sweep_run(model, ids, skip, temperature, gamma, max_new_tokens, seed) -> dict:
+def _sweep_run(model, ids, skip, temperature, gamma, max_new_tokens, seed, weights=None) -> dict:
     """Plain sampling, then speculative sampling, on one prompt at one temperature (same seed): their numbers
     (each call timed by :func:`labkit.measure.harness.timed`)."""
     plain, plain_s = timed(lambda: autoregressive_generate(
@@ -266,7 +361,7 @@ def _sweep_run(model, ids, skip, temperature, gamma, max_new_tokens, seed) -> di
         generator=torch.Generator().manual_seed(seed), eos_token_id=[]))
     (result, positions), spec_s = timed(lambda: record_positions(
         model, ids, skip=skip, temperature=temperature, policy=FixedK(gamma), max_new_tokens=max_new_tokens,
-        seed=seed))
+        seed=seed, weights=weights))
     s = result.trace.summary()
     return {"plain_s": plain_s, "plain_tokens": len(plain.new_tokens), "spec_s": spec_s,
             "spec_tokens": s["emitted"], "steps": s["steps"], "drafted": s["drafted"], "accepted": s["accepted"],
@@ -274,8 +369,22 @@ def _sweep_run(model, ids, skip, temperature, gamma, max_new_tokens, seed) -> di
             "verify_s": s["verify_s"]}
 
 
+def _speedup_spread(runs: list[dict]) -> tuple[float, float]:
+    """(min, max) over repetitions of plain ms per token ÷ speculative ms per token (each repetition's prompts
+    summed): the noise a speedup comparison must exceed."""
+    by_rep: dict[int, list[dict]] = {}
+    for r in runs:
+        by_rep.setdefault(r.get("rep", 0), []).append(r)
+    ratios = []
+    for rs in by_rep.values():
+        plain = sum(r["plain_s"] for r in rs) / sum(r["plain_tokens"] for r in rs)
+        ratios.append(plain / (sum(r["spec_s"] for r in rs) / sum(r["spec_tokens"] for r in rs)))
+    return min(ratios), max(ratios)
+
+
 def _sweep_row(temperature: float, runs: list[dict], gamma: int) -> dict:
-    total = {k: sum(r[k] for r in runs) for k in runs[0]}
+    lo, hi = _speedup_spread(runs)
+    total = {k: sum(r[k] for r in runs) for k in runs[0] if k != "rep"}
     plain_ms = 1e3 * total["plain_s"] / total["plain_tokens"]
     spec_ms = 1e3 * total["spec_s"] / total["spec_tokens"]
     predicted = total["alpha_sum"] / total["tested"] if total["tested"] else float("nan")
@@ -288,20 +397,22 @@ def _sweep_row(temperature: float, runs: list[dict], gamma: int) -> dict:
             "acceptance_rate": total["accepted"] / total["drafted"] if total["drafted"] else float("nan"),
             "tokens_per_step": total["spec_tokens"] / total["steps"], "expected_tokens_per_step": E,
             "c": c, "c_v": c_v, "plain_ms_per_token": plain_ms, "spec_ms_per_token": spec_ms,
-            "measured_speedup": plain_ms / spec_ms,
+            "measured_speedup": plain_ms / spec_ms, "speedup_min": lo, "speedup_max": hi,
             "predicted_speedup": speedup(predicted, gamma, c) if total["tested"] else float("nan"),
             "predicted_speedup_cv": E / (gamma * c + c_v)}
 
 
 def temperature_sweep(model, prompt_ids: list[torch.Tensor], *, skip: SkipSet, temperatures, gamma: int = 4,
-                      max_new_tokens: int = 48, repeats: int = 1, seed: int = 0, progress: bool = True):
+                      max_new_tokens: int = 48, repeats: int = 1, seed: int = 0, progress: bool = True,
+                      weights: str | None = None):
     """Real sampled runs across temperatures, each beside plain sampling of the same prompt with the same seed,
     interleaved (prompt by prompt, temperature by temperature, plain then speculative).
 
     One row per temperature: measured α (accepted / tested drafted tokens) beside the α that the same decisions'
     p and q predict (mean Σ min(p, q)); measured tokens per step beside Leviathan's E(α, γ) (FixedK(γ) drafts);
     the measured wall-clock speedup over plain sampling beside Leviathan's E / (γ c + 1) and E / (γ c + c_v),
-    c and c_v measured in the same runs (relative to a plain step). A pandas DataFrame.
+    c and c_v measured in the same runs (relative to a plain step); speedup_min / speedup_max: the spread of the
+    speedup over the ``repeats`` repetitions. A pandas DataFrame.
     """
     import pandas as pd
 
@@ -309,13 +420,14 @@ def temperature_sweep(model, prompt_ids: list[torch.Tensor], *, skip: SkipSet, t
     check_int("repeats", repeats, 1)
     if not prompt_ids:
         raise ValueError("give at least one prompt")
-    _sweep_run(model, prompt_ids[0], skip, temperatures[0], gamma, 8, seed)                   # warm-up
+    _sweep_run(model, prompt_ids[0], skip, temperatures[0], gamma, 8, seed, weights)          # warm-up
     runs = {t: [] for t in temperatures}
     bar = tqdm(total=repeats * len(prompt_ids) * len(temperatures), desc="temperatures", disable=not progress)
     for rep in range(repeats):
         for i, ids in enumerate(prompt_ids):
             for t in temperatures:
-                runs[t].append(_sweep_run(model, ids, skip, t, gamma, max_new_tokens, seed + 1000 * rep + i))
+                run = _sweep_run(model, ids, skip, t, gamma, max_new_tokens, seed + 1000 * rep + i, weights)
+                runs[t].append({**run, "rep": rep})
                 bar.update()
     bar.close()
     return pd.DataFrame([_sweep_row(t, runs[t], gamma) for t in temperatures])

@@ -19,7 +19,7 @@ from ..measure.speculative_sampling import acceptance_probability, alpha, total_
 from .style import FIGURE_WIDTH, PALETTE
 from .timeline import header, plotly_text
 
-__all__ = ["CURRENT_T", "top_tokens", "distribution_view", "distribution_title", "distributions_figure",
+__all__ = ["CURRENT_T", "TICK_CHARS", "lossless_view", "lossless_schematic", "top_tokens", "distribution_view", "distribution_title", "distributions_figure",
            "monte_carlo_view", "monte_carlo_figure", "temperature_view", "temperature_figure"]
 
 #: Name of the vertical lines that mark the temperature slider's value.
@@ -36,10 +36,20 @@ def top_tokens(p: torch.Tensor, q: torch.Tensor, k: int, min_mass: float = 0.002
     return sorted(ids, key=lambda i: (-float(p[i]), -float(q[i])))
 
 
+#: Characters per line of a token's tick label: long tokens wrap instead of being tilted (readable at any width).
+TICK_CHARS = 9
+
+
+def _wrap(text: str, width: int = TICK_CHARS) -> str:
+    """``text`` in lines of at most ``width`` characters joined by <br> (plotly's line break)."""
+    return "<br>".join(text[i:i + width] for i in range(0, len(text), width)) or text
+
+
 def _names(ids: list[int], labels: dict[int, str]) -> list[str]:
-    """Unique category names: the token's visible text, with its id where two tokens read the same."""
+    """Unique category names, upright and wrapped: the token's visible text, with its id where two tokens read
+    the same."""
     texts = [labels.get(i, str(i)) for i in ids]
-    return [t if texts.count(t) == 1 else f"{t} #{i}" for t, i in zip(texts, ids)]
+    return [_wrap(t if texts.count(t) == 1 else f"{t} #{i}") for t, i in zip(texts, ids)]
 
 
 def distribution_view(p: torch.Tensor, q: torch.Tensor, labels: dict[int, str], *, k: int = 8,
@@ -88,7 +98,7 @@ def distributions_figure(view: dict, *, where: str = "", width: int = FIGURE_WID
     fig.update_yaxes(title_text="probability", row=1, col=1)
     fig.update_yaxes(title_text="P(accept)", range=[0, 1.08], row=2, col=1)
     fig.update_yaxes(title_text="probability", row=3, col=1)
-    fig.update_xaxes(title_text="token (whitespace shown as ␣ ⏎)", tickangle=-35, tickfont=dict(size=13), row=3,
+    fig.update_xaxes(title_text="token (whitespace shown as ␣ ⏎)", tickangle=0, tickfont=dict(size=13), row=3,
                      col=1)
     fig.update_annotations(font=dict(size=12))
     fig.update_layout(barmode="group", template="plotly_white", width=width)
@@ -96,40 +106,93 @@ def distributions_figure(view: dict, *, where: str = "", width: int = FIGURE_WID
     return fig
 
 
+#: A small p and q for the schematic: q over-proposes some tokens and under-proposes others.
+SCHEMATIC_P = {"the": 0.40, "a": 0.25, "this": 0.15, "one": 0.12, "my": 0.08}
+SCHEMATIC_Q = {"the": 0.25, "a": 0.40, "this": 0.05, "one": 0.22, "my": 0.08}
+
+
+def lossless_view(p: dict[str, float] | None = None, q: dict[str, float] | None = None) -> dict:
+    """Lists for :func:`lossless_schematic`: per token p, q, the accepted mass min(p, q) and the residual mass
+    max(0, p − q); α = Σ min(p, q). ``p`` and ``q``: {token: probability} over the same tokens (defaults: a small
+    made-up pair)."""
+    p, q = p or SCHEMATIC_P, q or SCHEMATIC_Q
+    if set(p) != set(q):
+        raise ValueError("p and q must be over the same tokens")
+    x = list(p)
+    accepted = [min(p[t], q[t]) for t in x]
+    residual = [max(0.0, p[t] - q[t]) for t in x]
+    return {"x": x, "p": [p[t] for t in x], "q": [q[t] for t in x], "accepted": accepted, "residual": residual,
+            "alpha": sum(accepted), "rest": sum(residual)}
+
+
+def lossless_schematic(view: dict | None = None, *, width: int = FIGURE_WIDTH, height: int = 430) -> go.Figure:
+    """Why speculative sampling is lossless, as one slide: for every token the mass emitted by accepting a draft,
+    min(p, q), stacked under the mass emitted by resampling after a rejection, (1 − α) · max(0, p − q) / (1 − α)
+    = max(0, p − q); the stack is exactly p (outlined), whatever q (beside it) is."""
+    v = view or lossless_view()
+    fig = go.Figure()
+    fig.add_bar(x=v["x"], y=v["accepted"], name=f"accepted draft: min(p, q)   (Σ = α = {v['alpha']:.2f})",
+                marker_color=PALETTE["accepted"], offsetgroup="emitted", width=0.38, offset=-0.4,
+                hovertemplate="%{x}<br>min(p, q) = %{y:.2f}<extra></extra>")
+    fig.add_bar(x=v["x"], y=v["residual"], base=v["accepted"], offsetgroup="emitted", width=0.38, offset=-0.4,
+                name=f"rejected, resampled: max(0, p − q)   (Σ = 1 − α = {v['rest']:.2f})",
+                marker_color=PALETTE["residual"], hovertemplate="%{x}<br>max(0, p − q) = %{y:.2f}<extra></extra>")
+    fig.add_bar(x=v["x"], y=v["p"], name="target p (the stack is exactly p)", offsetgroup="emitted", width=0.38,
+                offset=-0.4, marker=dict(color="rgba(0,0,0,0)", line=dict(color=PALETTE["target"], width=3)),
+                hovertemplate="%{x}<br>p = %{y:.2f}<extra></extra>")
+    fig.add_bar(x=v["x"], y=v["q"], name="draft q (what was proposed)", width=0.3, offset=0.04,
+                marker=dict(color=PALETTE["draft"], opacity=0.55), hovertemplate="%{x}<br>q = %{y:.2f}<extra></extra>")
+    fig.update_layout(barmode="overlay", template="plotly_white", width=width, bargap=0.25)
+    fig.update_yaxes(title_text="probability of emitting the token", rangemode="tozero")
+    fig.update_xaxes(title_text="token", tickfont=dict(size=14))
+    header(fig, "Why speculative sampling is lossless: min(p, q) + max(0, p − q) = p for every token", height,
+           legend_rows=2)
+    return fig
+
+
 def monte_carlo_view(p: torch.Tensor, row: dict, labels: dict[int, str], *, k: int = 10) -> dict:
-    """Lists for one panel of :func:`monte_carlo_figure`: p and the rule's empirical frequencies over the top tokens."""
+    """Lists for one panel of :func:`monte_carlo_figure` over the top tokens: p, the rule's empirical frequencies,
+    their deviation (emitted − p) and the sampling noise of n draws from p itself (2 standard errors,
+    2 √(p (1 − p) / n)): a deviation far outside that band is what the test detects."""
     freq = row["counts"].double() / row["n"]
     ids = top_tokens(p.double(), freq, k)
     verdict = "consistent with p" if row["consistent_with_p"] else "NOT distributed as p"
     p_value = row["p_value"]
     shown = "n/a (too few bins)" if math.isnan(p_value) else (f"{p_value:.3g}" if p_value >= 1e-4 else "< 1e-4")
-    return {"x": _names(ids, labels), "p": [float(p[i]) for i in ids], "empirical": [float(freq[i]) for i in ids],
+    pv, fv = [float(p[i]) for i in ids], [float(freq[i]) for i in ids]
+    return {"x": _names(ids, labels), "p": pv, "empirical": fv, "deviation": [f - q for f, q in zip(fv, pv)],
+            "noise": [2 * math.sqrt(max(q * (1 - q), 0.0) / row["n"]) for q in pv], "zero": [0.0] * len(ids),
             "title": (f"<b>{row['rule']}</b>: χ² = {row['statistic']:.0f}, df = {row['df']}, p-value {shown} → "
                       f"{verdict}")}
 
 
 def monte_carlo_figure(p: torch.Tensor, rows: list[dict], labels: dict[int, str], *, k: int = 8,
                        width: int = FIGURE_WIDTH, height: int | None = None) -> go.Figure:
-    """One panel per rule: the target p beside the frequency of each token the rule emitted in n Monte-Carlo runs
-    (the most likely tokens; the test uses every token with enough mass), titled with the chi-square test of
-    "the emitted tokens are distributed as p"."""
+    """One panel per rule: how far the frequency of each token the rule emitted in n Monte-Carlo runs lies from p
+    (emitted − p, the most likely tokens; bars of p and of the frequency look alike at this scale), beside the
+    band that n draws from p itself would scatter in; titled with the chi-square test of "distributed as p"."""
     if not rows:
         raise ValueError("no Monte-Carlo rows to draw")
     views = [monte_carlo_view(p, row, labels, k=k) for row in rows]
-    fig = make_subplots(rows=len(rows), cols=1, vertical_spacing=0.24 / len(rows),
+    fig = make_subplots(rows=len(rows), cols=1, vertical_spacing=0.3 / len(rows),
                         subplot_titles=[v["title"] for v in views])
     for i, view in enumerate(views, start=1):
-        fig.add_bar(x=view["x"], y=view["p"], name="target p", marker_color=PALETTE["target"], showlegend=i == 1,
-                    legendgroup="p", row=i, col=1, hovertemplate="%{x}<br>p = %{y:.4f}<extra></extra>")
-        fig.add_bar(x=view["x"], y=view["empirical"], name="emitted by the rule (Monte-Carlo frequency)",
-                    marker_color=PALETTE["live"], showlegend=i == 1, legendgroup="mc", row=i, col=1,
-                    hovertemplate="%{x}<br>frequency %{y:.4f}<extra></extra>")
-        fig.update_yaxes(title_text="probability", row=i, col=1)
-        fig.update_xaxes(tickangle=-35, tickfont=dict(size=13), row=i, col=1)
+        fig.add_scatter(x=view["x"], y=view["zero"], mode="markers", marker=dict(size=1, color="rgba(0,0,0,0)"),
+                        error_y=dict(type="data", array=view["noise"], color="#9e9e9e", thickness=8, width=0),
+                        name="noise: ±2 standard errors of n draws from p", showlegend=i == 1, legendgroup="noise",
+                        row=i, col=1, hovertemplate="%{x}<br>±%{error_y.array:.4f}<extra></extra>")
+        fig.add_bar(x=view["x"], y=view["deviation"], name="emitted − p (Monte-Carlo frequency minus p)",
+                    marker_color=PALETTE["live"], showlegend=i == 1, legendgroup="mc", row=i, col=1, width=0.35,
+                    customdata=[[a, b] for a, b in zip(view["empirical"], view["p"])],
+                    hovertemplate="%{x}<br>emitted %{customdata[0]:.4f} − p %{customdata[1]:.4f} = %{y:+.4f}"
+                                  "<extra></extra>")
+        fig.add_hline(y=0.0, line=dict(color="black", width=1), row=i, col=1)
+        fig.update_yaxes(title_text="emitted − p", zeroline=False, row=i, col=1)
+        fig.update_xaxes(tickangle=0, tickfont=dict(size=12), row=i, col=1)
     fig.update_annotations(font=dict(size=12), x=0.0, xanchor="left")
-    fig.update_layout(barmode="group", template="plotly_white", width=width)
+    fig.update_layout(template="plotly_white", width=width)
     header(fig, f"{rows[0]['n']:,} Monte-Carlo runs of one drafted slot per rule, each tested against p at level "
-                f"{rows[0]['level']}", height or 150 + 260 * len(rows), bottom=70)
+                f"{rows[0]['level']}", height or 170 + 270 * len(rows), bottom=70)
     return fig
 
 

@@ -5,13 +5,13 @@ import pandas as pd
 import papermill as pm
 import pytest
 import torch
+from tiny_models import tiny_model
 
 from labkit import SkipSet
 from labkit.artifacts.paths import MODELS_DIR, NOTEBOOK_DIR
 from labkit.lessons import speculative_sampling as lesson
 from labkit.measure import speculative_sampling as ss
 from labkit.viz.sampling import CURRENT_T, temperature_view
-from tiny_models import tiny_model
 
 
 def test_describe_trend_follows_the_data():
@@ -37,11 +37,13 @@ def test_monte_carlo_sentence_follows_the_verdicts():
                                                                     mc_row("greedy draft", True, 0.2)])
 
 
-def sweep(over: bool, faster: bool):
+def sweep(over: bool, faster: bool, spread: float = 0.01):
     e = [3.0, 2.5] if over else [2.0, 1.6]
+    s = [1.3, 1.2] if faster else [0.8, 0.9]
     return pd.DataFrame({"temperature": [0.5, 1.0], "measured_alpha": [0.7, 0.6], "predicted_alpha": [0.72, 0.58],
                          "tested": [80, 90], "tokens_per_step": [2.5, 2.0], "expected_tokens_per_step": e,
-                         "measured_speedup": [1.3, 1.2] if faster else [0.8, 0.9],
+                         "measured_speedup": s, "speedup_min": [v - spread for v in s],
+                         "speedup_max": [v + spread for v in s],
                          "predicted_speedup": [1.0, 1.0], "predicted_speedup_cv": [0.9, 0.85],
                          "c_v": [1.3, 1.4]})
 
@@ -51,11 +53,64 @@ def test_sweep_sentences_follow_the_numbers():
     assert "measured α falls from 0.70" in a[0] and "speedup over plain sampling rises from 0.80" in a[0]
     assert "within 0.020" in a[1] and "T = 0.5" in a[1]
     assert "overestimates" in a[2] and "2 of 2" in a[2]
-    assert "below Leviathan's E / (γc + 1) at 2 of 2" in a[3] and "(more than one)" in a[3]
+    assert "below Leviathan's E / (γc + 1) beyond its spread at 2 of 2" in a[3] and "(more than one)" in a[3]
+    assert "differ by more than their repetitions' min–max" in a[0]
     assert "E / (γc + c_v) is within 0.10 of the measured speedup" in a[3]
     b = lesson.sweep_sentences(sweep(over=False, faster=True))
     assert "underestimates" in b[2] and "0 of 2" in b[2]
     assert "speedup over plain sampling falls from 1.30" in b[0] and "at 0 of 2" in b[3]
+    noisy = lesson.sweep_sentences(sweep(over=True, faster=False, spread=0.2))       # the spreads overlap
+    assert "within the noise" in noisy[0] and "beyond its spread at 0 of 2" in noisy[3]
+
+
+def test_rejection_rate_is_power_only_for_a_wrong_rule():
+    exact = lesson.rejection_rate_line({"rule": "speculative", "rejection_rate": 0.01, "n": 20000, "level": 0.01,
+                                        "exact": True, "tv_to_p": 0.0})
+    assert "false-alarm rate, 0.010" in exact and "power" not in exact
+    wrong = lesson.rejection_rate_line({"rule": "resample from p", "rejection_rate": 0.97, "n": 20000,
+                                        "level": 0.01, "exact": False, "tv_to_p": 0.05})
+    assert "power" in wrong and "0.970" in wrong and "false-alarm" not in wrong
+
+
+def test_monte_carlo_marks_exact_rules_and_their_false_alarm_rate():
+    p, q = torch.tensor([0.5, 0.3, 0.2]), torch.tensor([0.2, 0.3, 0.5])
+    rows = {r["rule"]: r for r in ss.monte_carlo(p, q, 5000)}
+    assert rows["speculative"]["exact"] and rows["speculative"]["rejection_rate"] == pytest.approx(0.01, abs=1e-6)
+    assert not rows["resample from p"]["exact"] and rows["resample from p"]["rejection_rate"] > 0.5
+
+
+def two_token_row(rule, tv, ok, noise=0.007):
+    return {"rule": rule, "n": 20000, "tv": tv, "tv_noise": noise, "p_value": 0.5 if ok else 1e-9,
+            "consistent_with_p": ok}
+
+
+def test_multi_token_sentence_says_within_the_noise_only_when_it_is():
+    text = lesson.multi_token_sentence([two_token_row("γ = 1, bonus from p", 0.008, True),
+                                        two_token_row("γ = 2, rest kept (wrong)", 0.07, False)])
+    assert "γ = 1, bonus from p: TV 0.0080 (within the noise)" in text and "consistent with p's joint" in text
+    assert "γ = 2, rest kept (wrong): TV 0.0700 (10× the noise)" in text and "NOT distributed" in text
+    flipped = lesson.multi_token_sentence([two_token_row("γ = 1, bonus from p", 0.07, False)])
+    assert "within the noise" not in flipped
+
+
+def test_multi_token_check_passes_the_exact_step_and_fails_keeping_the_draft():
+    rows = {r["rule"]: r for r in ss.multi_token_check(ss.two_token_tree(4, seed=0), 20000, seed=0)}
+    assert rows["γ = 1, bonus from p"]["consistent_with_p"] and rows["γ = 2, rest discarded"]["consistent_with_p"]
+    assert not rows["γ = 2, rest kept (wrong)"]["consistent_with_p"]
+    assert rows["γ = 2, rest discarded"]["tv"] < 3 * rows["γ = 2, rest discarded"]["tv_noise"]
+
+
+def alpha_frame(alphas, tested=2000):
+    return pd.DataFrame({"temperature": [0.2, 1.0, 2.0], "measured_alpha": alphas, "tested": [tested] * 3})
+
+
+def test_alpha_shape_sentence_names_the_minimum_and_the_noise():
+    u = lesson.alpha_shape_sentence(alpha_frame([0.9, 0.6, 0.8]), low_t_alpha=0.93)
+    assert "lowest in the middle" in u and "0.60 at T = 1" in u and "a U" in u and "0.93" in u
+    flat = lesson.alpha_shape_sentence(alpha_frame([0.62, 0.6, 0.61], tested=50))   # inside 2 standard errors
+    assert "lowest in the middle" not in flat and "no claim" in flat
+    falling = lesson.alpha_shape_sentence(alpha_frame([0.9, 0.8, 0.6]))
+    assert "at an end of the sweep" in falling and "no claim" in falling
 
 
 @pytest.fixture(scope="module")

@@ -3,13 +3,13 @@ carry titles and axis labels."""
 import pandas as pd
 import pytest
 import torch
+from tiny_models import ToyTokenizer, tiny_model
 
 from labkit import jacobi_generate
 from labkit.measure import speculative_sampling as ss
 from labkit.viz import jacobi as vj
 from labkit.viz import sampling as vs
 from labkit.viz.style import FIGURE_WIDTH
-from tiny_models import ToyTokenizer, tiny_model
 
 LABELS = {i: f"t{i}" for i in range(50)}
 
@@ -48,6 +48,25 @@ def test_monte_carlo_figure_titles_carry_the_verdicts():
     assert len(fig.data) == 6 and fig.layout.width <= FIGURE_WIDTH
     for row, title in zip(rows, titles):
         assert row["rule"] in title and ("consistent with p" if row["consistent_with_p"] else "NOT") in title
+    view = vs.monte_carlo_view(p, rows[1], LABELS)                  # what is drawn: emitted − p, and the noise band
+    assert view["deviation"] == pytest.approx([e - q for e, q in zip(view["empirical"], view["p"])])
+    assert list(fig.data[3].y) == pytest.approx(view["deviation"]) and all(n >= 0 for n in view["noise"])
+
+
+def test_tick_labels_are_upright_and_wrapped():
+    assert vs._wrap("abcdefghijkl", 5) == "abcde<br>fghij<br>kl"
+    fig = vs.distributions_figure(vs.distribution_view(*pq(), LABELS))
+    assert fig.layout.xaxis3.tickangle == 0
+
+
+def test_lossless_schematic_stacks_to_p():
+    view = vs.lossless_view()
+    assert [a + r for a, r in zip(view["accepted"], view["residual"])] == pytest.approx(view["p"])
+    assert view["alpha"] + view["rest"] == pytest.approx(1.0)
+    fig = vs.lossless_schematic(view)
+    assert len(fig.data) == 4 and "= p" in fig.layout.title.text
+    with pytest.raises(ValueError):
+        vs.lossless_view({"a": 1.0}, {"b": 1.0})
 
 
 def test_temperature_figure_marks_the_current_temperature():
