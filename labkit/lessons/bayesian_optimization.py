@@ -36,7 +36,8 @@ class BOStepper:
         self.last_update_ms = float("nan")
         self.prev_button = widgets.Button(description="◀", tooltip="previous step", layout=widgets.Layout(width="48px"))
         self.next_button = widgets.Button(description="▶", tooltip="next step", layout=widgets.Layout(width="48px"))
-        self.step_slider = widgets.IntSlider(value=0, min=0, max=n_iter - 1, description="step",
+        # the slider shows the step number the title says (1..n_iter); the history is indexed from 0
+        self.step_slider = widgets.IntSlider(value=1, min=1, max=n_iter, description="step",
                                              continuous_update=True, layout=widgets.Layout(width="420px"))
         self.acquisition_dropdown = widgets.Dropdown(
             options=[(ACQUISITION_LABELS[a], a) for a in ACQUISITIONS], value=acquisition, description="acquisition")
@@ -59,7 +60,7 @@ class BOStepper:
 
     def step(self, delta: int) -> None:
         """Move the step slider by ``delta`` (clamped); its observer refreshes the figure."""
-        self.step_slider.value = int(np.clip(self.step_slider.value + delta, 0, self.n_iter - 1))
+        self.step_slider.value = int(np.clip(self.step_slider.value + delta, 1, self.n_iter))
 
     def rerun(self) -> None:
         """Re-run BO with the current acquisition, xi and kappa, then refresh the figure."""
@@ -69,9 +70,9 @@ class BOStepper:
         self.update()
 
     def update(self) -> None:
-        """Copy step ``step_slider.value`` of the current history into the FigureWidget."""
+        """Copy step ``step_slider.value`` (1-based, as the title says) of the current history into the figure."""
         t0 = time.perf_counter()
-        i = self.step_slider.value
+        i = self.step_slider.value - 1
         h = self.history
         traces = {index: {"x": x, "y": y} for index, (x, y) in step_trace_xy(h, i).items()}
         traces[6].update({"name": f"acquisition: {h.acquisition}", "line.color": PALETTE[h.acquisition]})
@@ -83,7 +84,7 @@ class BOStepper:
     def measure_update_ms(self) -> float:
         """Median ms of a slider move (observer + in-place refresh) over every step."""
         start, times = self.step_slider.value, []
-        for i in [*range(self.n_iter), start]:
+        for i in [*range(1, self.n_iter + 1), start]:
             t0 = time.perf_counter()
             if self.step_slider.value == i:
                 self.update()

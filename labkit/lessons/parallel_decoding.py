@@ -45,19 +45,23 @@ def forwards_sentence(frame, vanilla: str = "jacobi, pad", speculative: str = "s
 
 
 def speed_sentence(frame, reference: str | None = None) -> str:
-    """Which methods ran faster than the reference on this machine, and which slower, by the measured medians."""
+    """Which methods ran faster than the reference on this machine, which slower, and which within the noise: a
+    method is faster (slower) only when its whole min–max speedup range over the interleaved repetitions lies above
+    (below) 1; a range that contains 1 is "within the noise"."""
     reference = reference or frame.index[0]
-    rows = [(m, float(frame.loc[m, "speedup"])) for m in frame.index if m != reference]
-    faster = [f"{m} ({s:.2f}×)" for m, s in sorted(rows, key=lambda r: -r[1]) if s > 1.0]
-    slower = [f"{m} ({s:.2f}×)" for m, s in sorted(rows, key=lambda r: -r[1]) if s <= 1.0]
-    parts = []
-    if faster:
-        parts.append(f"faster than the {reference}: {', '.join(faster)}")
-    if slower:
-        parts.append(f"not faster than the {reference}: {', '.join(slower)}")
-    single = {"ms_min", "ms_max"} <= set(frame.columns) and bool((frame["ms_min"] == frame["ms_max"]).all())
+    rows = sorted(((m, float(frame.loc[m, "speedup"])) for m in frame.index if m != reference), key=lambda r: -r[1])
+    spread = {"speedup_min", "speedup_max"} <= set(frame.columns)
+    lo = {m: float(frame.loc[m, "speedup_min"]) if spread else s for m, s in rows}
+    hi = {m: float(frame.loc[m, "speedup_max"]) if spread else s for m, s in rows}
+    shown = lambda m, s: f"{m} ({s:.2f}×, {lo[m]:.2f}–{hi[m]:.2f})" if spread else f"{m} ({s:.2f}×)"  # noqa: E731
+    groups = {"faster than": [shown(m, s) for m, s in rows if lo[m] > 1.0],
+              "slower than": [shown(m, s) for m, s in rows if hi[m] < 1.0],
+              "within the noise of": [shown(m, s) for m, s in rows if lo[m] <= 1.0 <= hi[m]]}
+    parts = [f"{word} the {reference}: {', '.join(items)}" for word, items in groups.items() if items]
+    single = not spread or all(lo[m] == hi[m] for m, _ in rows)
     head = ("Wall clock on this machine (one run, so no spread: a difference of a few percent may be noise) — "
-            if single else "Wall clock on this machine (median of the interleaved repetitions) — ")
+            if single else "Wall clock on this machine (median speedup and its min–max over the interleaved "
+                           "repetitions) — ")
     return head + "; ".join(parts) + "."
 
 
@@ -85,7 +89,8 @@ class IterationStepper:
         self.runs, self.tokenizer = runs, tokenizer
         self.limits = dict(max_positions=max_positions, max_iterations=max_iterations)
         self.run = widgets.Dropdown(options=list(runs), description="run", layout=widgets.Layout(width="360px"))
-        self.slider = widgets.IntSlider(value=0, min=0, max=self._last(), description="iteration",
+        # the slider shows the iteration number the title says (1-based); the trace is indexed from 0
+        self.slider = widgets.IntSlider(value=1, min=1, max=self._last(), description="iteration",
                                         continuous_update=False, layout=widgets.Layout(width="520px"))
         narrow = widgets.Layout(width="44px")
         self.prev_button = widgets.Button(description="◀", tooltip="previous iteration", layout=narrow)
@@ -111,7 +116,8 @@ class IterationStepper:
         return self.runs[self.run.value]
 
     def _last(self) -> int:
-        return max(0, min(len(self.result.trace.iterations), self.limits["max_iterations"]) - 1)
+        """The last iteration the grid can show (1-based)."""
+        return max(1, min(len(self.result.trace.iterations), self.limits["max_iterations"]))
 
     def _new_run(self) -> None:
         self.slider.max = self._last()
@@ -122,13 +128,14 @@ class IterationStepper:
         self.slider.value = min(max(self.slider.value + delta, self.slider.min), self.slider.max)
 
     def update(self) -> None:
-        view = grid_view(self.result, self.tokenizer, upto=int(self.slider.value), **self.limits)
+        i = int(self.slider.value) - 1
+        view = grid_view(self.result, self.tokenizer, upto=i, **self.limits)
         fig = self.figure
         update_widget(fig, {0: {"z": view["z"], "text": view["text"], "hovertext": view["hover"], "x": view["x"],
                                 "y": view["y"]}}, layout={"title.text": grid_title(self.result.trace, view)})
-        it = self.result.trace.iterations[int(self.slider.value)]
+        it = self.result.trace.iterations[i]
         guesses = f"{it.n_matched} guess{'es' * (it.n_matched != 1)}"
-        self.readout.value = (f"iteration {self.slider.value + 1}: block of {it.width} slots, "
+        self.readout.value = (f"iteration {i + 1}: block of {it.width} slots, "
                               f"{sum(it.changed)} changed, {it.n_fixed} fixed ({guesses} confirmed + 1)")
 
     def _ipython_display_(self):

@@ -59,9 +59,11 @@ def jacobi_statistics(traces: list[JacobiTrace]) -> dict:
 
 
 def decoders(model, skip: SkipSet, *, block_size: int, inits=("pad", "self-draft"),
-             methods=("jacobi", "gauss-seidel"), spec_policy=AdaptiveThreshold, lookup: int = 6) -> dict[str, Decoder]:
+             methods=("jacobi", "gauss-seidel"), spec_policy=AdaptiveThreshold, lookup: int = 6,
+             draft_weights: str | None = None) -> dict[str, Decoder]:
     """The methods the notebook compares: the plain loop, each Jacobi method × initialisation, self-speculative
-    decoding with ``skip`` (a fresh ``spec_policy()`` per call, so no run learns from another) and, with
+    decoding with ``skip`` and ``draft_weights`` (a fresh ``spec_policy()`` per call, so no run learns from
+    another; ``DraftConfig.make_policy`` gives a shipped configuration's stop rule) and, with
     ``lookup`` > 0, prompt lookup alone (drafts copied from the context, up to ``lookup`` tokens; a plain step
     where nothing matches)."""
     out: dict[str, Decoder] = {"plain loop": lambda ids, n: autoregressive_generate(model, ids, n, eos_token_id=[])}
@@ -71,7 +73,8 @@ def decoders(model, skip: SkipSet, *, block_size: int, inits=("pad", "self-draft
             out[f"{method}, {init}"] = (lambda ids, n, m=method, i=init, kw=kw: jacobi_generate(
                 model, ids, n, block_size=block_size, method=m, init=i, eos_token_id=[], **kw))
     out["self-speculative"] = lambda ids, n: speculative_generate(model, ids, skip=skip, policy=spec_policy(),
-                                                                  max_new_tokens=n, eos_token_id=[])
+                                                                  draft_weights=draft_weights, max_new_tokens=n,
+                                                                  eos_token_id=[])
     if lookup:
         out["prompt lookup"] = lambda ids, n: speculative_generate(model, ids, drafter=LookupDrafter(lookup),
                                                                    policy=FixedK(lookup), max_new_tokens=n,

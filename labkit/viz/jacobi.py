@@ -135,8 +135,8 @@ def decoder_comparison_figure(frame, *, width: int = FIGURE_WIDTH, height: int =
     generated token, and wall-clock speedup over the first (reference) method with its min–max spread."""
     methods = list(frame.index)
     fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.28,
-                        subplot_titles=["target forwards per generated token (plain = 1)",
-                                        f"wall-clock speedup over the {methods[0]} (×)"])
+                        subplot_titles=["full-model forwards per token (plain = 1)",
+                                        f"speedup over the {methods[0]} (×, min–max)"])
     fig.add_bar(y=methods, x=[float(v) for v in frame["forwards_per_token"]], orientation="h", showlegend=False,
                 marker_color=PALETTE["target"], hovertemplate="%{y}: %{x:.3f} forwards per token<extra></extra>",
                 row=1, col=1)
@@ -150,6 +150,7 @@ def decoder_comparison_figure(frame, *, width: int = FIGURE_WIDTH, height: int =
     for col in (1, 2):
         fig.add_vline(x=1.0, line=dict(color="black", width=1, dash="dot"), row=1, col=col)
         fig.update_yaxes(autorange="reversed", row=1, col=col)
+    fig.update_annotations(font=dict(size=12))          # subplot titles: short and small enough for their column
     fig.update_layout(template="plotly_white", width=width)
     header(fig, "Same prompts, interleaved: how many forwards, how much wall clock", height, legend_rows=0,
            left=170)

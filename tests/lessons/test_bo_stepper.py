@@ -13,22 +13,22 @@ def stepper():
 
 def test_stepper_slider_moves_the_figure(stepper):
     fig, h = stepper.figure, stepper.history
-    stepper.step_slider.value = 3
-    np.testing.assert_allclose(fig.data[3].y, h.mean[3])                 # GP mean of step 3
+    stepper.step_slider.value = 4                                         # the slider shows the title's step
+    np.testing.assert_allclose(fig.data[3].y, h.mean[3])                 # GP mean of step 4 (index 3)
     np.testing.assert_allclose(fig.data[6].y, h.acquisition_values[3])
     assert len(fig.data[4].x) == 3 + 3                                    # points seen at step 3
     assert fig.data[5].x[0] == pytest.approx(h.next_x[3])
     assert "step 4 of 5" in fig.layout.title.text
     stepper.prev_button.click()
-    assert stepper.step_slider.value == 2
+    assert stepper.step_slider.value == 3 and "step 3 of 5" in fig.layout.title.text
     np.testing.assert_allclose(fig.data[3].y, h.mean[2])
     for _ in range(10):
         stepper.next_button.click()
-    assert stepper.step_slider.value == 4                                 # clamped at the last step
+    assert stepper.step_slider.value == 5                                 # clamped at the last step
 
 
 def test_stepper_knobs_rerun_bo_and_change_the_choices(stepper):
-    stepper.step_slider.value = 4
+    stepper.step_slider.value = 5
     before = stepper.history.next_x.copy()
     stepper.xi_slider.value = 1.0                                         # much more exploration
     assert stepper.history.xi == 1.0

@@ -2,10 +2,10 @@
 control of the iteration stepper moves its figure."""
 import pandas as pd
 import torch
+from tiny_models import ToyTokenizer, tiny_model
 
 from labkit import jacobi_generate
 from labkit.lessons import parallel_decoding as lesson
-from tiny_models import ToyTokenizer, tiny_model
 
 
 def frame(vanilla_fpt: float, gs_fpt: float, spec_fpt: float, speedups):
@@ -27,15 +27,22 @@ def test_forwards_sentence_follows_the_numbers():
     assert "no better than plain decoding's one" in lesson.forwards_sentence(frame(1.0, 0.9, 0.5, [1] * 4))
 
 
+def with_spread(f, half: float):
+    return f.assign(speedup_min=f["speedup"] - half, speedup_max=f["speedup"] + half)
+
+
 def test_speed_sentence_follows_the_numbers():
-    text = lesson.speed_sentence(frame(0.97, 0.78, 0.52, [1.0, 0.8, 0.9, 1.3]))
-    assert "faster than the plain loop: self-speculative (1.30×)" in text
-    assert "not faster than the plain loop: gauss-seidel, self-draft (0.90×), jacobi, pad (0.80×)" in text
-    text = lesson.speed_sentence(frame(0.97, 0.78, 0.52, [1.0, 1.2, 1.1, 0.7]))
-    assert "faster than the plain loop: jacobi, pad (1.20×), gauss-seidel, self-draft (1.10×)" in text
-    assert "not faster than the plain loop: self-speculative (0.70×)" in text
-    assert "median of the interleaved repetitions" in text
-    once = frame(0.97, 0.78, 0.52, [1.0, 1.2, 1.1, 0.7]).assign(ms_min=1.0, ms_max=1.0)   # one repetition: no spread
+    text = lesson.speed_sentence(with_spread(frame(0.97, 0.78, 0.52, [1.0, 0.8, 0.9, 1.3]), 0.02))
+    assert "faster than the plain loop: self-speculative (1.30×, 1.28–1.32)" in text
+    assert "slower than the plain loop: gauss-seidel, self-draft (0.90×, 0.88–0.92), jacobi, pad (0.80×" in text
+    assert "within the noise" not in text and "min–max over the interleaved repetitions" in text
+    text = lesson.speed_sentence(with_spread(frame(0.97, 0.78, 0.52, [1.0, 1.2, 1.1, 0.7]), 0.02))
+    assert "faster than the plain loop: jacobi, pad (1.20×, 1.18–1.22), gauss-seidel, self-draft (1.10×" in text
+    assert "slower than the plain loop: self-speculative (0.70×" in text
+    noisy = lesson.speed_sentence(with_spread(frame(0.97, 0.78, 0.52, [1.0, 1.05, 0.97, 1.3]), 0.1))
+    assert "within the noise of the plain loop: jacobi, pad (1.05×, 0.95–1.15), gauss-seidel, self-draft" in noisy
+    assert "faster than the plain loop: self-speculative" in noisy
+    once = with_spread(frame(0.97, 0.78, 0.52, [1.0, 1.2, 1.1, 0.7]), 0.0)            # one repetition: no spread
     assert "one run, so no spread" in lesson.speed_sentence(once)
 
 
@@ -60,4 +67,6 @@ def test_every_control_of_the_stepper_moves_its_figure():
         before = snapshot()
         move()
         assert snapshot() != before
-    assert stepper.slider.max == min(len(runs["gauss-seidel, repeat"].trace.iterations), 24) - 1
+    assert stepper.slider.max == min(len(runs["gauss-seidel, repeat"].trace.iterations), 24)
+    stepper.slider.value = 2                                 # the slider shows the iteration the title names
+    assert "after iteration 2 of" in stepper.figure.layout.title.text and "iteration 2:" in stepper.readout.value
