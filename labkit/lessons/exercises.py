@@ -22,7 +22,7 @@ from ..search.toy import expected_improvement
 from .playground_claims import peak_ratios
 
 __all__ = ["verdict", "check_expected_improvement", "f_of_mask", "check_f_prediction", "greedy_speculative_loop",
-           "check_greedy_verification", "check_peak_prediction"]
+           "check_greedy_verification", "check_peak_prediction", "break_even_alpha", "check_break_even"]
 
 
 def verdict(ok: bool, message: str) -> bool:
@@ -168,7 +168,46 @@ def check_peak_prediction(predicted_ratio, grid: PlaygroundGrid, setting: Settin
     candidates = peak_ratios(grid, setting)
     shown = ", ".join(f"{r:.3f}" for r in candidates)
     if nearest in candidates:
-        return verdict(True, f"{predicted_ratio:g} -> grid ratio {nearest:.3f}; within the noise the peak is at {shown}")
+        return verdict(True, f"{predicted_ratio:g} -> grid ratio {nearest:.3f}; "
+                             f"within the noise the peak is at {shown}")
     side = "below" if nearest < min(candidates) else "above"
     return verdict(False, f"{predicted_ratio:g} -> grid ratio {nearest:.3f}, {side} the peak; look at where the "
                           f"falling c stops paying for the falling accepted / drafted")
+
+
+# -- 04: break-even acceptance ---------------------------------------------------------------------------
+def break_even_alpha(c: float, c_v: float, gamma: int) -> float:
+    """The α at which a draft of γ tokens costing c each, verified at c_v, is as fast as the plain loop:
+    E(α, γ) / (γ·c + c_v) = 1, solved by bisection (E rises from 1 at α = 0 to γ + 1 at α = 1). NaN when no
+    α pays (γ·c + c_v ≥ γ + 1: even a perfect draft loses); 0 when every α does (γ·c + c_v ≤ 1)."""
+    cost = gamma * c + c_v
+    if cost >= gamma + 1:
+        return float("nan")
+    if cost <= 1:
+        return 0.0
+    lo, hi = 0.0, 1.0
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if expected_tokens_per_step(mid, gamma) < cost else (lo, mid)
+    return (lo + hi) / 2
+
+
+def check_break_even(predicted_alpha, c: float, c_v: float, gamma: int, tol: float = 0.01) -> bool:
+    """The student's break-even α against :func:`break_even_alpha` of the same c, c_v and γ (within ``tol``)."""
+    truth = break_even_alpha(c, c_v, gamma)
+    if predicted_alpha is None:
+        return verdict(False, "no answer yet: set my_break_even_alpha to the α where E(α, γ) = γ·c + c_v")
+    if not isinstance(predicted_alpha, (int, float)) or not 0.0 <= predicted_alpha <= 1.0:
+        return verdict(False, f"my_break_even_alpha must be a number in [0, 1], got {predicted_alpha!r}")
+    cost = gamma * c + c_v
+    if math.isnan(truth):
+        return verdict(False, f"no α pays here: γ·c + c_v = {cost:.2f} ≥ γ + 1 = {gamma + 1}")
+    if abs(predicted_alpha - truth) <= tol:
+        return verdict(True, f"E({truth:.3f}, {gamma}) = {gamma} x {c:.3f} + {c_v:.3f} = {cost:.2f}: below "
+                             f"α = {truth:.3f} this draft is slower than the plain loop (yours: {predicted_alpha:.3f})")
+    e = expected_tokens_per_step(predicted_alpha, gamma)
+    side = "too low: the draft still loses there" if e < cost else "too high: the draft already pays below it"
+    why = (" (γ·c + c_v counts γ drafts and one verify; did you leave out c_v?)"
+           if abs(expected_tokens_per_step(predicted_alpha, gamma) - gamma * c) < 0.05 * cost else "")
+    return verdict(False, f"at α = {predicted_alpha:.3f}, E = {e:.2f} tokens per step against a step cost of "
+                          f"{cost:.2f} plain steps: {side}{why}")

@@ -227,12 +227,10 @@ class Playground:
         finally:
             self._hold -= 1
         self._move_knobs(s)
-        ranges = axis_ranges(grid)
         with self.figure.batch_update():
             for row in range(2):
-                for col, (metric, *_) in enumerate(PANELS):
+                for col in range(len(PANELS)):
                     axis = row * 3 + col + 1
-                    getattr(self.figure.layout, f"yaxis{'' if axis == 1 else axis}").range = ranges[metric]
                     getattr(self.figure.layout, f"xaxis{'' if axis == 1 else axis}").range = (
                         [min(grid.ratios) - 0.04, max(grid.ratios) + 0.04] if row == 0 else
                         [min(grid.thresholds) - 0.05, max(grid.thresholds) + 0.05])
@@ -246,7 +244,8 @@ class Playground:
         traces = {index: {"x": x, "y": y} for index, (x, y) in xy.items()}
         for index, (plus, minus) in panel_errors(grid, s).items():
             traces[index].update({"error_y.array": plus, "error_y.arrayminus": minus})
-        update_widget(self.figure, traces, layout={"title.text": figure_title(grid, s)})
+        layout = {"title.text": figure_title(grid, s), **axis_ranges(grid, s, self.live[self.model_name])}
+        update_widget(self.figure, traces, layout=layout)         # y ranges follow the slice (viz.playground)
         self.readout.value = self._readout_html(grid, s)
 
     def _readout_html(self, grid: PlaygroundGrid, s: Setting) -> str:

@@ -11,11 +11,12 @@ from scipy.stats import norm
 from ..measure.analytic import expected_tokens_per_step
 from ..measure.grid_results import PlaygroundGrid, Setting
 
-__all__ = ["expected_improvement", "f_prediction", "verify_greedy", "peak_ratio"]
+__all__ = ["expected_improvement", "f_prediction", "verify_greedy", "peak_ratio", "break_even"]
 
 
 def expected_improvement(mu, sigma, best, xi):
-    """01: EI for minimisation, I = best - mu - xi, z = I / sigma, EI = I Phi(z) + sigma phi(z); max(I, 0) at sigma 0."""
+    """01: EI for minimisation, I = best - mu - xi, z = I / sigma, EI = I Phi(z) + sigma phi(z);
+    max(I, 0) at sigma 0."""
     mu, sigma = np.asarray(mu, dtype=float), np.asarray(sigma, dtype=float)
     improvement = best - mu - xi
     z = improvement / np.where(sigma > 0, sigma, 1.0)
@@ -43,3 +44,14 @@ def peak_ratio(grid: PlaygroundGrid, setting: Setting):
     """04: the skip ratio with the highest measured speedup on the setting's slice."""
     speedups = grid.vs_ratio("speedup", setting)
     return grid.ratios[int(np.nanargmax(speedups))]
+
+
+def break_even(c, c_v, gamma):
+    """04: the α where E(α, γ) = γ·c + c_v, by bisection: E(α, γ) = (1 - α^(γ+1)) / (1 - α) rises with α."""
+    cost = gamma * c + c_v
+    lo, hi = 0.0, 1.0
+    for _ in range(50):
+        alpha = (lo + hi) / 2
+        tokens_per_step = (1 - alpha ** (gamma + 1)) / (1 - alpha)
+        lo, hi = (alpha, hi) if tokens_per_step < cost else (lo, alpha)
+    return (lo + hi) / 2

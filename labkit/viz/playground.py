@@ -4,7 +4,8 @@ threshold (notation: docs/notation.md).
 Each builder reads a :class:`~labkit.measure.grid.PlaygroundGrid` (measured beforehand) and returns a figure;
 :func:`panel_xy` gives the x/y of every trace for a setting and :func:`panel_errors` the speedup's min-max over
 repetitions (error bars), so a widget can update the figure in place. Every curve is a slice of one draft
-weights' cells (fp32 or int8: the setting's); the axis ranges cover both, so a toggle between them keeps the scale.
+weights' cells (fp32 or int8: the setting's); each panel's y range is fitted to what it draws (:func:`axis_ranges`),
+and a speedup axis always holds 1.0, the plain loop.
 """
 from __future__ import annotations
 
@@ -19,8 +20,8 @@ from plotly.subplots import make_subplots
 from ..measure.grid_results import PlaygroundGrid, Setting
 from .style import MODEL_COLORS, PALETTE
 
-__all__ = ["PANELS", "panel_xy", "panel_errors", "playground_figure", "heatmap_figure", "model_comparison_figure", "figure_title",
-           "axis_ranges", "fmt"]
+__all__ = ["PANELS", "panel_xy", "panel_errors", "playground_figure", "heatmap_figure", "model_comparison_figure",
+           "figure_title", "axis_ranges", "fmt"]
 
 
 def fmt(v, spec=".2f") -> str:
@@ -101,12 +102,41 @@ def figure_title(grid: PlaygroundGrid, setting: Setting) -> str:
             f"analytic limit")
 
 
-def axis_ranges(grid: PlaygroundGrid) -> dict:
-    sp = np.nanmax([grid._arrays["speedup_max"], grid._arrays["analytic_speedup"]])
-    tps = np.nanmax([grid._arrays["tokens_per_step"], grid._arrays["drafted_per_step"]])
-    c = np.nanmax(grid._arrays["c"]) if not np.all(np.isnan(grid._arrays["c"])) else 1.0
-    return {"acceptance_rate": [0, max(1.05, 1.05 * float(c))], "tokens_per_step": [0, max(2.0, 1.08 * float(tps))],
-            "speedup": [0, max(1.3, 1.1 * float(sp))]}
+def _span(values, pad: float, floor: float | None = None, include: Sequence[float] = ()) -> list[float]:
+    """[lo, hi] around the finite ``values`` (and ``include``), padded by ``pad`` of the span, not below ``floor``."""
+    v = np.asarray([x for x in (*np.ravel(values), *include) if x is not None and np.isfinite(x)], float)
+    if not len(v):
+        return [0.0, 1.0]
+    lo, hi = float(v.min()), float(v.max())
+    margin = pad * max(hi - lo, 0.1 * max(abs(hi), 1e-9))
+    lo, hi = lo - margin, hi + margin
+    return [max(lo, floor) if floor is not None else lo, hi]
+
+
+def axis_ranges(grid: PlaygroundGrid, setting: Setting, live: Sequence[dict] = ()) -> dict[str, list[float]]:
+    """y range of each panel of :func:`playground_figure` for ``setting``, as layout paths ('yaxis2.range': [lo,
+    hi]): fitted to what the panel draws (curves, error bars, live points), so an effect of 1.2 to 2.5 tokens per
+    step is not drawn on a 0-11 axis. accepted / drafted keeps 0-1; a speedup axis always holds 1.0, the plain loop,
+    so every speedup reads against it."""
+    xy, errors = panel_xy(grid, setting, live), panel_errors(grid, setting)
+    out = {}
+    for row in range(2):
+        for col, (metric, *_) in enumerate(PANELS):
+            drawn = [xy[trace_index(row, col, kind)][1] for kind in (0, 1, 3)]
+            if trace_index(row, col, 0) in errors:
+                y = np.asarray(xy[trace_index(row, col, 0)][1], float)
+                plus, minus = errors[trace_index(row, col, 0)]
+                drawn += [y + np.asarray(plus), y - np.asarray(minus)]
+            values = np.concatenate([np.asarray(d, float).ravel() for d in drawn])
+            if metric == "acceptance_rate":
+                span = [0.0, max(1.05, _span(values, 0.05)[1])]
+            elif metric == "speedup":
+                span = _span(values, 0.08, floor=0.0, include=(1.0,))
+            else:
+                span = _span(values, 0.08, floor=0.0)
+            axis = row * 3 + col + 1
+            out[f"yaxis{'' if axis == 1 else axis}.range"] = span
+    return out
 
 
 def playground_figure(grid: PlaygroundGrid, setting: Setting | None = None, live: Sequence[dict] = ()) -> go.Figure:
@@ -130,10 +160,12 @@ def playground_figure(grid: PlaygroundGrid, setting: Setting | None = None, live
                            marker=dict(size=5)),
                 go.Scatter(name="current setting", mode="markers", legendgroup="current",
                            showlegend=first and col == 0,
-                           marker=dict(symbol="star", size=17, color=PALETTE["current"], line=dict(color="black", width=1))),
+                           marker=dict(symbol="star", size=17, color=PALETTE["current"],
+                                       line=dict(color="black", width=1))),
                 go.Scatter(name="live run on this machine", mode="markers", legendgroup="live",
                            showlegend=first and col == 0,
-                           marker=dict(symbol="diamond", size=12, color=PALETTE["live"], line=dict(color="black", width=1))),
+                           marker=dict(symbol="diamond", size=12, color=PALETTE["live"],
+                                       line=dict(color="black", width=1))),
             ]
             for kind, trace in enumerate(traces):
                 x, y = xy[trace_index(row, col, kind)]
@@ -147,10 +179,12 @@ def playground_figure(grid: PlaygroundGrid, setting: Setting | None = None, live
                 fig.add_hline(y=1.0, line=dict(color="black", width=1, dash="dot"), row=row + 1, col=col + 1,
                               annotation_text="plain decoding", annotation_position="top left",
                               annotation_font_size=10)
-    ranges = axis_ranges(grid)
+    ranges = axis_ranges(grid, setting, live)
     for row in range(2):
         for col, (metric, _, _, y_title, _) in enumerate(PANELS):
-            fig.update_yaxes(title_text=y_title, range=ranges[metric], row=row + 1, col=col + 1, title_font_size=11)
+            axis = row * 3 + col + 1
+            fig.update_yaxes(title_text=y_title, range=ranges[f"yaxis{'' if axis == 1 else axis}.range"],
+                             row=row + 1, col=col + 1, title_font_size=11)
             fig.update_xaxes(title_text=("skip ratio (fraction of the 2L blocks skipped)" if row == 0 else
                                          "draft-exit threshold (adaptive: initial value; unitless)"),
                              row=row + 1, col=col + 1, title_font_size=11)
@@ -183,8 +217,9 @@ def heatmap_figure(grid: PlaygroundGrid, policy: str | None = None, max_draft: i
     ti, ri = np.unravel_index(int(np.nanargmax(z)), z.shape)
     near = [(t, r) for t in range(z.shape[0]) for r in range(z.shape[1])
             if (t, r) != (ti, ri) and hi[t, r] >= lo[ti, ri] and lo[t, r] <= hi[ti, ri]]
-    fig.add_trace(go.Scatter(x=[f"{grid.ratios[r]:.3f}" for _, r in near], y=[f"{grid.thresholds[t]:g}" for t, _ in near],
-                             mode="markers", name="within the noise of the best",
+    fig.add_trace(go.Scatter(x=[f"{grid.ratios[r]:.3f}" for _, r in near],
+                             y=[f"{grid.thresholds[t]:g}" for t, _ in near], mode="markers",
+                             name="within the noise of the best",
                              marker=dict(symbol="circle-open", size=30, color=PALETTE["noise"], line=dict(width=2.5))))
     fig.add_trace(go.Scatter(x=[f"{grid.ratios[ri]:.3f}"], y=[f"{grid.thresholds[ti]:g}"], mode="markers",
                              name="best on this slice (median of the repetitions)",
@@ -215,7 +250,8 @@ def model_comparison_figure(grids: dict[str, PlaygroundGrid], setting: Setting |
                 bars = dict(type="data", array=plus, arrayminus=minus, thickness=1.5, width=4)
             fig.add_trace(go.Scatter(x=g.ratios, y=g.vs_ratio(metric, s), name=f"{name}: measured",
                                      legendgroup=name, showlegend=col == 0, mode="lines+markers", error_y=bars,
-                                     line=dict(color=MODEL_COLORS[i % len(MODEL_COLORS)], width=2.5)), row=1, col=col + 1)
+                                     line=dict(color=MODEL_COLORS[i % len(MODEL_COLORS)], width=2.5)),
+                          row=1, col=col + 1)
         fig.add_trace(go.Scatter(x=g.ratios, y=g.vs_ratio("analytic_speedup", s), name=f"{name}: analytic limit",
                                  legendgroup=name, mode="lines",
                                  line=dict(color=MODEL_COLORS[i % len(MODEL_COLORS)], dash="dash", width=1.5)),
@@ -223,7 +259,11 @@ def model_comparison_figure(grids: dict[str, PlaygroundGrid], setting: Setting |
     fig.add_hline(y=1.0, line=dict(color="black", width=1, dash="dot"), row=1, col=2,
                   annotation_text="plain decoding", annotation_position="top left")
     fig.update_yaxes(title_text="accepted / drafted", range=[0, 1.05], row=1, col=1)
-    fig.update_yaxes(title_text="speedup (× vs plain loop)", rangemode="tozero", row=1, col=2)
+    speedups = [v for g in grids.values() for m in ("speedup_min", "speedup_max", "analytic_speedup")
+                for v in g.vs_ratio(m, g.nearest(threshold=s0.threshold, max_draft=s0.max_draft, policy=s0.policy,
+                                                 draft_weights=s0.draft_weights))]
+    fig.update_yaxes(title_text="speedup (× vs plain loop)", range=_span(speedups, 0.08, floor=0.0, include=(1.0,)),
+                     row=1, col=2)
     fig.update_xaxes(title_text="skip ratio (fraction of the 2L blocks skipped)")
     fig.update_layout(title=f"{' vs '.join(grids)}: same decoding settings, different training<br>"
                             f"<sup>{s0.policy} policy, threshold {s0.threshold:g}, max draft {s0.max_draft}, "

@@ -3,14 +3,14 @@ docs/solutions.md shows the code the notebooks run under SOLUTIONS = True."""
 import inspect
 
 import torch
+from grid_fixtures import HUMP, S, make_grid
+from tiny_models import tiny_model
 
 from labkit import SkipSet
 from labkit.artifacts.paths import REPO
 from labkit.lessons import exercises as ex
 from labkit.lessons import solutions
 from labkit.search.toy import expected_improvement
-from tiny_models import tiny_model
-from grid_fixtures import HUMP, S, make_grid
 
 
 def verdict_of(capsys, fn, *args, **kw):
@@ -69,7 +69,25 @@ def test_peak_prediction_check(capsys):
     assert verdict_of(capsys, ex.check_peak_prediction, 0.9, make_grid(HUMP, noise=0.2), S)[0]   # within the noise
 
 
+def test_break_even_check(capsys):
+    args = (0.57, 1.2, 4)
+    truth = ex.break_even_alpha(*args)
+    assert abs(solutions.break_even(*args) - truth) < 1e-9
+    assert abs(ex.expected_tokens_per_step(truth, 4) - (4 * 0.57 + 1.2)) < 1e-6          # E(α, γ) = γ·c + c_v
+    assert verdict_of(capsys, ex.check_break_even, solutions.break_even(*args), *args)[0]
+    assert verdict_of(capsys, ex.check_break_even, truth + 0.008, *args)[0]                # within the tolerance
+    ok, line = verdict_of(capsys, ex.check_break_even, 0.5, *args)
+    assert not ok and "too low" in line
+    ok, line = verdict_of(capsys, ex.check_break_even, 0.95, *args)
+    assert not ok and "too high" in line
+    assert not verdict_of(capsys, ex.check_break_even, None, *args)[0]
+    ok, line = verdict_of(capsys, ex.check_break_even, 0.9, 0.9, 1.5, 4)                   # γ·c + c_v ≥ γ + 1
+    assert not ok and "no α pays" in line and ex.break_even_alpha(0.9, 1.5, 4) != ex.break_even_alpha(0.9, 1.5, 4)
+    assert ex.break_even_alpha(0.0, 0.9, 4) == 0.0                                          # free drafts always pay
+
+
 def test_docs_show_the_solutions_the_notebooks_run():
     text = (REPO / "docs" / "solutions.md").read_text()
-    for fn in (solutions.expected_improvement, solutions.f_prediction, solutions.verify_greedy, solutions.peak_ratio):
+    for fn in (solutions.expected_improvement, solutions.f_prediction, solutions.verify_greedy, solutions.peak_ratio,
+               solutions.break_even):
         assert inspect.getsource(fn) in text, f"docs/solutions.md lacks the current {fn.__name__}"

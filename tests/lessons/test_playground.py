@@ -5,11 +5,11 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+from tiny_grid import CONFIG, N_LAYERS, PROMPTS, SETS, grid, grid_data, tiny  # noqa: F401 (fixtures)
 
 from labkit.lessons import playground as pgl
 from labkit.measure import grid as pgm
 from labkit.viz import playground as pgv
-from tiny_grid import CONFIG, N_LAYERS, PROMPTS, SETS, grid, grid_data, tiny  # noqa: F401 (fixtures)
 
 
 def plain_like(grid, fp32_only=False):
@@ -44,7 +44,8 @@ def test_figures_have_titles_axes_and_the_current_point(grid):
     np.testing.assert_allclose(speed.error_y.array, grid.vs_ratio("speedup_max", s) - grid.vs_ratio("speedup", s))
     assert "within the noise" in pgv.heatmap_figure(grid).data[1].name
     heat = pgv.heatmap_figure(grid, draft_weights="int8")                 # the figures filter by the draft weights
-    assert "int8 draft weights" in heat.layout.title.text and "fp32 draft weights" in pgv.heatmap_figure(grid).layout.title.text
+    assert ("int8 draft weights" in heat.layout.title.text
+            and "fp32 draft weights" in pgv.heatmap_figure(grid).layout.title.text)
     s8 = replace(s, draft_weights="int8")
     np.testing.assert_allclose(np.array(heat.data[0].z, dtype=float),
                                np.stack([grid.vs_ratio("speedup", replace(s8, threshold=t)) for t in grid.thresholds]))
@@ -123,7 +124,8 @@ def test_the_draft_weights_toggle_moves_every_curve_to_its_cells(playground, gri
             for col, metric in enumerate(("acceptance_rate", "tokens_per_step", "speedup")):
                 np.testing.assert_allclose(p.figure.data[pgv.trace_index(row, col, 0)].y, get(metric, s))
         assert _star(p, 0, 2) == (s.ratio, pytest.approx(grid.cell(s)["speedup"]))
-        assert f"{weights} draft weights" in p.readout.value and f"{weights} draft weights" in p.figure.layout.title.text
+        assert (f"{weights} draft weights" in p.readout.value
+                and f"{weights} draft weights" in p.figure.layout.title.text)
         other = "fp32" if weights == "int8" else "int8"
         assert f"the same knobs with {other} draft weights: speedup" in p.readout.value
         assert list(p.figure.data[top_speed].y) != list(grid.vs_ratio("speedup", replace(s, draft_weights=other)))
@@ -152,7 +154,8 @@ def test_presets_set_the_sliders(playground, grid):
         for name, setting in table.items():
             playground.preset_buttons[name].click()
             assert playground.setting == setting
-            assert (playground.ratio_slider.value, playground.threshold_slider.value) == (setting.ratio, setting.threshold)
+            assert ((playground.ratio_slider.value, playground.threshold_slider.value)
+                    == (setting.ratio, setting.threshold))
             assert _star(playground, 0, 2) == (setting.ratio, pytest.approx(grid.cell(setting)["speedup"]))
     frame = pgl.presets_frame(grid, "int8")
     assert set(frame["draft weights"]) == {"int8"}
@@ -229,3 +232,34 @@ def test_tables_of_the_notebook(grid):
     for name, s in pgl.presets(grid).items():
         assert table.loc[name, "speedup"] == pytest.approx(grid.cell(s)["speedup"], nan_ok=True)
         assert table.loc[name, "skip ratio"] == s.ratio
+
+
+def test_playground_axes_show_the_effect_and_hold_one():
+    """Each y range is fitted to what its panel draws; a speedup axis holds 1.0 (the plain loop)."""
+    from grid_fixtures import HUMP, S, make_grid
+
+    from labkit.viz.playground import axis_ranges, panel_xy, playground_figure, trace_index
+
+    grid = make_grid(HUMP)
+    ranges = axis_ranges(grid, S)
+    fig = playground_figure(grid, S)
+    for row in range(2):
+        tps = [v for v in panel_xy(grid, S)[trace_index(row, 1, 0)][1]]
+        lo, hi = ranges[f"yaxis{row * 3 + 2}.range"]
+        assert lo <= min(tps) and hi >= max(tps) and hi - lo < 3 * (max(tps) - min(tps)) + 1
+        s_lo, s_hi = ranges[f"yaxis{row * 3 + 3}.range"]
+        assert s_lo > 0 and s_lo <= 1.0 <= s_hi
+        assert list(fig.layout[f"yaxis{row * 3 + 3}"].range) == [s_lo, s_hi]
+
+
+def test_bench_figure_keeps_the_teaching_rows_against_the_plain_loop():
+    from labkit.measure.bench import load_results
+    from labkit.viz.bench import bench_figure, teaching_rows
+
+    rows = load_results()["greedy"]
+    shown = teaching_rows(rows)
+    assert 3 <= len(shown) <= 10 and shown[0]["method"].endswith("plain loop") and shown[0]["speedup"] == 1.0
+    assert all(r["speedup_lo"] <= r["speedup"] <= r["speedup_hi"] for r in shown)
+    fig = bench_figure(rows)
+    assert sum(len(t.y) for t in fig.data) == len(shown)
+    assert "plain loop" in fig.layout.xaxis.title.text

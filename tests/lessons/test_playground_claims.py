@@ -1,6 +1,7 @@
 """Notebook 04's sentences: built from synthetic grids, each claim reversed by the data must turn."""
 
-from grid_fixtures import FALLING, HUMP, RISING, S, S_INT8, make_grid
+from grid_fixtures import FALLING, HUMP, RISING, S_INT8, S, make_grid
+
 from labkit.lessons import playground_claims as pc
 
 FASTER = {"speedup": lambda i, j: HUMP(i, j) + 0.4, "c": lambda i, j: 0.5 - 0.2 * i}      # int8: cheaper, faster
@@ -31,7 +32,8 @@ def test_threshold_answer_separates_fastest_and_most_accepted():
     # accepted / drafted highest at 0.9, speed highest at 0.0: "not where accepted / drafted is highest"
     apart = make_grid(lambda i, j: [1.5, 1.3, 1.1][j], acceptance=lambda i, j: [0.6, 0.8, 0.95][j])
     text = pc.threshold_answer(apart, S)
-    assert "highest at threshold 0 " in text and "not where accepted / drafted is highest (0.95 at threshold 0.9" in text
+    assert ("highest at threshold 0 " in text
+            and "not where accepted / drafted is highest (0.95 at threshold 0.9" in text)
     # both highest at 0.5: the sentence says so, and what happens above it
     together = make_grid(lambda i, j: [1.1, 1.5, 1.2][j], acceptance=lambda i, j: [0.6, 0.95, 0.94][j])
     text = pc.threshold_answer(together, S)
@@ -80,18 +82,22 @@ def test_summary_follows_the_grid():
     assert "is not the one with the highest" in pc.summary(apart, None, S)[1]
 
 
-def test_bench_sentence_names_the_fastest_row():
-    rows = [{"method": "HF generate", "family": "baseline", "model": "default", "speedup_vs_generate": 1.0,
-             "speedup_vs_plain_loop": 0.87},
+def test_bench_sentence_names_the_fastest_row_against_the_plain_loop():
+    rows = [{"method": "default: HF generate", "family": "baseline", "model": "default", "speedup_vs_generate": 1.0,
+             "speedup_vs_plain_loop": 0.92, "ms_per_token": 7.1, "ms_min": 7.0, "ms_max": 7.2},
             {"method": "self-spec, adaptive threshold", "family": "labkit", "model": "default",
-             "speedup_vs_generate": 1.3, "speedup_vs_plain_loop": 1.13},
+             "speedup_vs_generate": 1.3, "speedup_vs_plain_loop": 1.13, "ms_per_token": 5.8, "ms_min": 5.7,
+             "ms_max": 5.9},
             {"method": "self-spec adaptive + prompt lookup", "family": "labkit", "model": "default",
-             "speedup_vs_generate": 2.7, "speedup_vs_plain_loop": 2.33}]
+             "speedup_vs_generate": 2.7, "speedup_vs_plain_loop": 2.33, "ms_per_token": 2.8, "ms_min": 2.7,
+             "ms_max": 2.9}]
     text = pc.bench_sentence(rows)
-    assert text.startswith("The fastest row is self-spec adaptive + prompt lookup (2.70x")
-    assert "self-spec, adaptive threshold reaches 1.30x" in text
-    rows[2]["speedup_vs_generate"] = 0.9
-    assert pc.bench_sentence(rows).startswith("The fastest row is self-spec, adaptive threshold (1.30x")
+    assert text.startswith("The fastest row is self-spec adaptive + prompt lookup (2.33x the lab's plain loop);")
+    assert "self-spec, adaptive threshold reaches 1.13x" in text and "flatter every row by 9%" in text
+    rows[2]["speedup_vs_plain_loop"], rows[2]["ms_min"], rows[2]["ms_max"] = 1.1, 5.6, 6.2     # inside the noise
+    text = pc.bench_sentence(rows)
+    assert text.startswith("The fastest row is self-spec, adaptive threshold (1.13x")
+    assert "level within the noise with self-spec adaptive + prompt lookup" in text
 
 
 def test_weights_sentence_names_the_faster_weights_or_the_noise():
@@ -140,3 +146,14 @@ def test_best_found_and_summary_compare_the_draft_weights():
     bullets = pc.summary(make_grid(HUMP, int8=TIED), make_grid(lambda i, j: 0.9, name="plain"), S)
     assert len(bullets) == 5 and "within the noise of each other" in bullets[3] and "never the output" in bullets[3]
     assert "reads int8" in pc.summary(make_grid(HUMP, int8=FASTER), None, S)[2]
+
+
+def test_break_even_sentence_reads_the_speedup_against_its_noise():
+    cell = {"acceptance_rate": 0.91, "c": 0.57, "c_v": 1.2, "speedup": 1.11, "speedup_min": 1.10, "speedup_max": 1.15}
+    text = pc.break_even_sentence(cell, 0.62, 2)
+    assert "breaks even at α = 0.62" in text and "0.91, above it" in text and "faster than the plain loop" in text
+    inside = pc.break_even_sentence({**cell, "speedup": 1.01, "speedup_min": 0.97, "speedup_max": 1.04}, 0.62, 2)
+    assert "level with the plain loop within the noise" in inside
+    below = pc.break_even_sentence({**cell, "acceptance_rate": 0.5, "speedup_min": 0.8, "speedup_max": 0.9}, 0.62, 2)
+    assert "0.50, below it" in below and "slower than the plain loop" in below
+    assert "no α pays" in pc.break_even_sentence(cell, float("nan"), 2)
