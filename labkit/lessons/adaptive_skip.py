@@ -14,11 +14,12 @@ from ..artifacts.models import load_draft_head
 from ..measure.adaptive import PLAIN, set_timeline
 from ..viz.strategies import set_timeline_figure
 from ..viz.widgets import as_widget, update_widget
+from .claims import overlaps
 
 __all__ = ["transfer_sentence", "acceptance_sentence", "winner_sentence", "overhead_sentence", "changes_sentence",
            "where_each_wins", "set_changes", "lever_sentence", "joined_timeline", "most_changes", "state_lines",
            "with_int8_draft", "draft_weights_sentence", "draft_head_for", "with_draft_head", "draft_head_sentence",
-           "SetExplorer"]
+           "choosing_cost_sentence", "faster_or_noise", "runtime_sentence", "SetExplorer"]
 
 
 def _fmt(x: float, spec: str = ".2f") -> str:
@@ -26,6 +27,8 @@ def _fmt(x: float, spec: str = ".2f") -> str:
 
 
 def _value(frame, source: str, method: str, column: str) -> float:
+    if column not in frame:
+        return float("nan")
     row = frame[(frame["source"] == source) & (frame["method"] == method)]
     return float(row[column].iloc[0]) if len(row) else float("nan")
 
@@ -33,6 +36,31 @@ def _value(frame, source: str, method: str, column: str) -> float:
 def _before_after(frame, source: str, before: str, after: str, *columns: str) -> list[tuple[float, float]]:
     """(value of ``before``, value of ``after``) on ``source`` for each column: the two rows a sentence compares."""
     return [(_value(frame, source, before, c), _value(frame, source, after, c)) for c in columns]
+
+
+def _range(frame, source: str, method: str, column: str = "speedup") -> tuple[float, float] | None:
+    """(min, max) of ``column`` over the interleaved repetitions, None without them."""
+    lo, hi = _value(frame, source, method, f"{column}_min"), _value(frame, source, method, f"{column}_max")
+    return None if math.isnan(lo) or math.isnan(hi) else (lo, hi)
+
+
+def faster_or_noise(frame, source: str, a: str, b: str) -> int:
+    """+1: ``a`` faster than ``b`` on ``source`` beyond the noise (their speedup min–max ranges do not overlap),
+    -1: slower beyond it, 0: within the noise (or no ranges to tell)."""
+    ra, rb = _range(frame, source, a), _range(frame, source, b)
+    if ra is None or rb is None or overlaps(ra, rb):
+        return 0
+    return 1 if _value(frame, source, a, "speedup") > _value(frame, source, b, "speedup") else -1
+
+
+def _x(frame, source: str, method: str) -> str:
+    r = _range(frame, source, method)
+    return f"{_fmt(_value(frame, source, method, 'speedup'))}×" + (f" ({_fmt(r[0])}–{_fmt(r[1])})" if r else "")
+
+
+def runtime_sentence(seconds: float, fast: bool) -> str:
+    """How long this run took, from its own clock (a stated runtime must be a measured one)."""
+    return f"This run ({'FAST' if fast else 'full'} mode) took {seconds:.0f} s on this machine, kernel start excluded."
 
 
 def transfer_sentence(agreement, set_label: str, home: str = "stdlib", away: str = "packages") -> str:
@@ -151,17 +179,42 @@ def state_lines(strategies: dict, source: str) -> list[str]:
 
 
 def where_each_wins(frame) -> list[str]:
-    """One sentence per source: which method is fastest there, and by how much it beats the next one."""
+    """One sentence per source: which method is fastest there, and whether it beats the next one beyond the noise
+    (speedup min–max over the interleaved repetitions)."""
     out = []
     for source in dict.fromkeys(frame["source"]):
         rows = frame[(frame["source"] == source) & (frame["method"] != PLAIN)].dropna(subset=["speedup"])
         rows = rows.sort_values("speedup", ascending=False)
         if len(rows) < 2:
             continue
-        first, second = rows.iloc[0], rows.iloc[1]
-        out.append(f"{source} prompts: {first['method']} ({_fmt(first['speedup'])}×) ahead of {second['method']} "
-                   f"({_fmt(second['speedup'])}×).")
+        first, second = rows.iloc[0]["method"], rows.iloc[1]["method"]
+        verdict = (f"ahead of {second} ({_x(frame, source, second)}) beyond the noise"
+                   if faster_or_noise(frame, source, first, second) > 0 else
+                   f"but {second} ({_x(frame, source, second)}) is within the noise of it")
+        out.append(f"{source} prompts: {first} is fastest ({_x(frame, source, first)}), {verdict}.")
     return out
+
+
+def choosing_cost_sentence(frame, source: str, method: str, static: str) -> str:
+    """What choosing cost ``method`` on ``source``, against ``static`` (a static row drafting with the set the
+    strategy starts from): the draft cost c, the verify cost c_v and ms per token of both rows, and whether the
+    ms-per-token difference exceeds the noise. The strategy's own select share is only the time it books as
+    choosing; the rest of its overhead (its bookkeeping in the draft and verify phases) hides in c and c_v."""
+    (c0, c1), (v0, v1), (m0, m1), (s0, s1) = _before_after(frame, source, static, method, "c", "c_v",
+                                                           "ms_per_token", "select_share")
+    if any(math.isnan(v) for v in (c0, c1, v0, v1, m0, m1)):
+        return f"{method} on {source} prompts: no drafting steps to compare with {static}."
+    r0, r1 = _range(frame, source, static, "ms"), _range(frame, source, method, "ms")
+    tied = r0 is None or r1 is None or overlaps(r0, r1)
+    delta = m1 - m0
+    verdict = (f"within the noise (min–max {_fmt(r0[0])}–{_fmt(r0[1])} and {_fmt(r1[0])}–{_fmt(r1[1])} ms)" if tied
+               and r0 and r1 else "within the noise" if tied else
+               f"{'slower' if delta > 0 else 'faster'} beyond the noise (min–max {_fmt(r0[0])}–{_fmt(r0[1])} and "
+               f"{_fmt(r1[0])}–{_fmt(r1[1])} ms)")
+    return (f"{source} prompts, {method} against {static}: c {_fmt(c0)} → {_fmt(c1)}, c_v {_fmt(v0)} → {_fmt(v1)}, "
+            f"{_fmt(m0)} → {_fmt(m1)} ms per token ({'+' if delta >= 0 else '−'}{_fmt(abs(delta))} ms, "
+            f"{'+' if delta >= 0 else '−'}{_fmt(100 * abs(delta) / m0, '.0f')} %): {verdict}; the time it booked as "
+            f"choosing was {_fmt(100 * s1, '.1f')} % of decode time.")
 
 
 def lever_sentence(frame, source: str, method: str) -> str:
@@ -172,8 +225,8 @@ def lever_sentence(frame, source: str, method: str) -> str:
         return f"{method} has no drafting steps on {source} prompts."
     r = row.iloc[0]
     drafting, verifying = r["drafted_per_step"] * r["c"], r["c_v"]
-    bigger = (f"drafting ({_fmt(r['drafted_per_step'])} tokens × c = {_fmt(r['c'])} = {_fmt(drafting)} full steps) costs "
-              f"more per step than verifying (c_v = {_fmt(verifying)})" if drafting > verifying else
+    bigger = (f"drafting ({_fmt(r['drafted_per_step'])} tokens × c = {_fmt(r['c'])} = {_fmt(drafting)} full steps) "
+              f"costs more per step than verifying (c_v = {_fmt(verifying)})" if drafting > verifying else
               f"verifying (c_v = {_fmt(verifying)} full steps) costs more per step than drafting "
               f"({_fmt(r['drafted_per_step'])} tokens × c = {_fmt(r['c'])} = {_fmt(drafting)})")
     free = (r["accepted_per_step"] + 1) / verifying
@@ -226,24 +279,27 @@ def draft_head_sentence(frame, source: str, quantized: str, headed: str) -> str:
                                                            "tokens_per_step", "c_v", "speedup")
     if any(math.isnan(v) for v in (a0, a1, t0, t1, s0, s1)):
         return f"{source} prompts: no drafting steps to compare."
-    speed = "faster" if s1 > s0 else "no faster"
+    speed = {1: "faster beyond the noise", -1: "slower beyond the noise", 0: "within the noise of it without the head"}[
+        faster_or_noise(frame, source, headed, quantized)]
     return (f"{source} prompts: the draft head {_acceptance_moved(a0, a1)}, tokens "
             f"per step went {_fmt(t0)} → {_fmt(t1)} and the verify cost c_v {_fmt(v0)} → {_fmt(v1)}; the same set "
-            f"decoded {speed}: {_fmt(s0)}× → {_fmt(s1)}× the plain loop.")
+            f"decoded at {_x(frame, source, quantized)} → {_x(frame, source, headed)} the plain loop, {speed}.")
 
 
 def draft_weights_sentence(frame, source: str, base: str, quantized: str) -> str:
-    """What int8 draft weights changed on ``source``: the draft cost c, the acceptance, the speed and its limit,
-    each direction read from the numbers."""
+    """What int8 draft weights changed on ``source``: the draft cost c; the acceptance, which can move either way
+    (rounded weights change the draft's q, never the verification); the speed against the noise, and its limit."""
     (c0, c1), (a0, a1), (s0, s1), (l0, l1) = _before_after(frame, source, base, quantized, "c", "acceptance",
                                                            "speedup", "limit")
     if any(math.isnan(v) for v in (c0, c1, a0, a1, s0, s1)):
         return f"{source} prompts: no drafting steps to compare."
     cost = "cut" if c1 < c0 else "did not cut"
-    speed = "faster" if s1 > s0 else "no faster"
-    return (f"{source} prompts: int8 weights {cost} the draft cost c ({_fmt(c0)} → {_fmt(c1)} of a plain step) "
-            f"and {_acceptance_moved(a0, a1)}; the same set decoded {speed}: "
-            f"{_fmt(s0)}× → {_fmt(s1)}× the plain loop (analytic limit {_fmt(l0)}× → {_fmt(l1)}×).")
+    speed = {1: "faster beyond the noise", -1: "slower beyond the noise", 0: "within the noise of fp32"}[
+        faster_or_noise(frame, source, quantized, base)]
+    return (f"{source} prompts: int8 weights {cost} the draft cost c ({_fmt(c0)} → {_fmt(c1)} of a plain step); "
+            f"rounding changes the draft's q, and here it {_acceptance_moved(a0, a1)}, "
+            f"{_fmt(100 * abs(a1 - a0), '.1f')} points; the same set decoded at {_x(frame, source, base)} → "
+            f"{_x(frame, source, quantized)} the plain loop, {speed} (analytic limit {_fmt(l0)}× → {_fmt(l1)}×).")
 
 
 class SetExplorer(widgets.VBox):

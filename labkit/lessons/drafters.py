@@ -1,5 +1,10 @@
-"""Notebook 08's glue: the family map's contents, outside prompts, the "which one when" sentences written from
-the measured numbers, and two explorers (exit layer, gate threshold).
+"""Notebooks 08 and 09's glue: the family map's contents, the sentences written from the measured numbers
+(CALM's signals, the two early exits, the gate against its random control, "which one when"), and two
+explorers (exit layer, gate threshold).
+
+Where a sentence compares timings it reads their min–max over interleaved repetitions (``speedup_min`` /
+``speedup_max``, ``ms_min`` / ``ms_max``; AUC intervals for the exit signals) and says "within the noise" when the
+ranges overlap; a table without ranges falls back to a relative tolerance.
 
 Every sentence here is chosen by the data it describes (which drafter is fastest, whether the gate helps), so
 it stays true in FAST mode, in full mode and after any rerun; the tests feed each one data that reverses it.
@@ -17,11 +22,12 @@ from ..measure.saturation import Saturation
 from ..viz.drafters import exit_layer_figure, gate_signal_figure, gate_signal_traces
 from ..viz.style import PALETTE
 from ..viz.widgets import as_widget, update_widget
+from .claims import overlaps
 
 __all__ = ["FAMILY_METHODS", "LAB_CHAPTERS", "combo_exit_layer",
            "fastest_sentence", "early_exit_vs_skip_sentence", "gate_sentences", "memory_sentence", "lookup_sentence",
            "saturation_sentence", "roc_sentence", "profile_sentences",
-           "gate_table_sentence", "which_one_when", "ExitLayerExplorer", "GateExplorer"]
+           "gate_table_sentence", "gate_control_sentences", "which_one_when", "ExitLayerExplorer", "GateExplorer"]
 
 # ---------------------------------------------------------------------------------------------------------
 # the survey's map of the family, and the lab's chapters on it
@@ -30,25 +36,28 @@ FAMILY_METHODS = [
     {"key": "early exit", "label": "Early exit<br>(depth-adaptive decoders, CALM, SkipDecode)",
      "group": "fewer parameters per token", "x": 0.2, "y": 0.82, "feeds": ("self-spec",),
      "refs": "Elbayad et al. 2020; Schuster et al. 2022 (CALM); Del Corro et al. 2023 (SkipDecode)"},
-    {"key": "layer skip", "label": "Layer skipping<br>(drop blocks for some tokens)", "group": "fewer parameters per token",
-     "x": 0.2, "y": 0.62, "feeds": ("self-spec",), "refs": "Zhang et al. 2023 (Draft & Verify); Elhoushi et al. 2024 (LayerSkip)"},
+    {"key": "layer skip", "label": "Layer skipping<br>(drop blocks for some tokens)",
+     "group": "fewer parameters per token", "x": 0.2, "y": 0.62, "feeds": ("self-spec",),
+     "refs": "Zhang et al. 2023 (Draft & Verify); Elhoushi et al. 2024 (LayerSkip)"},
     {"key": "sparsity", "label": "Contextual sparsity<br>(skip heads / neurons per input)",
      "group": "fewer parameters per token", "x": 0.2, "y": 0.42, "refs": "Liu et al. 2023 (Deja Vu)"},
-    {"key": "moe", "label": "Mixture of experts<br>(each token uses a few experts)", "group": "fewer parameters per token",
-     "x": 0.2, "y": 0.22, "refs": "Shazeer et al. 2017; Fedus et al. 2022"},
+    {"key": "moe", "label": "Mixture of experts<br>(each token uses a few experts)",
+     "group": "fewer parameters per token", "x": 0.2, "y": 0.22, "refs": "Shazeer et al. 2017; Fedus et al. 2022"},
     {"key": "speculative", "label": "Speculative decoding<br>(small draft model, one verify pass)",
      "group": "more tokens per forward", "x": 0.8, "y": 0.82, "feeds": ("self-spec",),
      "refs": "Leviathan et al. 2023; Chen et al. 2023"},
     {"key": "sampling", "label": "Speculative sampling<br>(lossless: accept with min(1, p/q))",
      "group": "more tokens per forward", "x": 0.8, "y": 0.62, "refs": "Leviathan et al. 2023; Chen et al. 2023"},
-    {"key": "lookup", "label": "Prompt lookup<br>(draft copied from the context)", "group": "more tokens per forward",
-     "x": 0.8, "y": 0.42, "refs": "Saxena 2023 (prompt lookup decoding)"},
-    {"key": "parallel", "label": "Parallel decoding<br>(Jacobi, lookahead: no draft)", "group": "more tokens per forward",
-     "x": 0.8, "y": 0.22, "refs": "Santilli et al. 2023; Fu et al. 2024 (lookahead)"},
-    {"key": "self-spec", "label": "<b>Self-speculative<br>decoding</b><br>draft: fewer parameters<br>verify: many tokens / pass",
+    {"key": "lookup", "label": "Prompt lookup<br>(draft copied from the context)",
+     "group": "more tokens per forward", "x": 0.8, "y": 0.42, "refs": "Saxena 2023 (prompt lookup decoding)"},
+    {"key": "parallel", "label": "Parallel decoding<br>(Jacobi, lookahead: no draft)",
+     "group": "more tokens per forward", "x": 0.8, "y": 0.22,
+     "refs": "Santilli et al. 2023; Fu et al. 2024 (lookahead)"},
+    {"key": "self-spec",
+     "label": "<b>Self-speculative<br>decoding</b><br>draft: fewer parameters<br>verify: many tokens / pass",
      "group": "both", "x": 0.5, "y": 0.62, "refs": "Zhang et al. 2023 (Draft & Verify)"},
-    {"key": "plain", "label": "Plain decoding<br>(one token per full forward)", "group": "baseline", "x": 0.5, "y": 0.22,
-     "refs": "the baseline every speedup is measured against"},
+    {"key": "plain", "label": "Plain decoding<br>(one token per full forward)",
+     "group": "baseline", "x": 0.5, "y": 0.22, "refs": "the baseline every speedup is measured against"},
 ]
 
 #: The lab's chapters, each placed on the method it teaches.
@@ -60,8 +69,9 @@ LAB_CHAPTERS = [
     {"number": "04", "title": "playground", "method": "self-spec"},
     {"number": "05", "title": "speculative sampling", "method": "sampling"},
     {"number": "06", "title": "parallel decoding", "method": "parallel"},
-    {"number": "07", "title": "adaptive skip sets", "method": "sparsity"},
-    {"number": "08", "title": "choosing a drafter (early exit, gate)", "method": "early exit"},
+    {"number": "07", "title": "adaptive skip sets (which blocks, per context)", "method": "layer skip"},
+    {"number": "08", "title": "saturation and early exit", "method": "early exit"},
+    {"number": "09", "title": "choosing a drafter (the gate, every drafter)", "method": "speculative"},
 ]
 
 def combo_exit_layer(sat: Saturation, min_alpha: float = 0.8) -> int:
@@ -90,15 +100,40 @@ def _compare(a: float, b: float, tol: float) -> int:
     return 1 if a > b else -1
 
 
+def _spread(row, column: str = "speedup") -> tuple[float, float] | None:
+    """(min, max) of ``column`` over the interleaved repetitions, None when the row has no spread."""
+    lo, hi = row.get(f"{column}_min", float("nan")), row.get(f"{column}_max", float("nan"))
+    return None if lo is None or hi is None or math.isnan(lo) or math.isnan(hi) else (float(lo), float(hi))
+
+
+def _beyond_noise(a, b, tol: float = 0.03, column: str = "speedup") -> int:
+    """+1: a above b beyond the noise, -1: below, 0: within it (min–max ranges overlap; without ranges, within
+    ``tol`` relative)."""
+    sa, sb = _spread(a, column), _spread(b, column)
+    if sa is not None and sb is not None:
+        return 0 if overlaps(sa, sb) else (1 if a[column] > b[column] else -1)
+    return _compare(float(a[column]), float(b[column]), tol)
+
+
+def _x(row) -> str:
+    """'1.23x (1.20–1.25)': a speedup with its min–max over repetitions when the row has one."""
+    s = _spread(row)
+    return f"{row['speedup']:.2f}x" + (f" ({s[0]:.2f}–{s[1]:.2f})" if s else "")
+
+
 def fastest_sentence(table: pd.DataFrame) -> str:
     rows = _rows(table).sort_values("speedup", ascending=False)
     best = rows.iloc[0]
     if best["speedup"] < 1.0:
         return (f"No drafter beats plain decoding on these prompts: the best, {best['drafter']}, runs at "
-                f"{best['speedup']:.2f}x.")
+                f"{_x(best)}.")
     runner = rows.iloc[1] if len(rows) > 1 else None
-    tail = f", ahead of {runner['drafter']} ({runner['speedup']:.2f}x)" if runner is not None else ""
-    return (f"{best['drafter']} is the fastest on these prompts: {best['speedup']:.2f}x plain decoding "
+    tail = ""
+    if runner is not None:
+        tied = _beyond_noise(best, runner, 0.0) == 0
+        tail = (f", but {runner['drafter']} ({_x(runner)}) is within the noise of it" if tied else
+                f", ahead of {runner['drafter']} ({_x(runner)}) beyond the noise")
+    return (f"{best['drafter']} is the fastest on these prompts: {_x(best)} plain decoding "
             f"(acceptance {_pct(best['acceptance'])}, {best['tokens_per_step']:.2f} tokens per step){tail}.")
 
 
@@ -110,11 +145,11 @@ def early_exit_vs_skip_sentence(table: pd.DataFrame, n_layers: int, tol: float =
     if skip.empty or exits.empty:
         return "Early exit and layer skip were not both measured."
     s, e = skip.iloc[0], exits.sort_values("speedup", ascending=False).iloc[0]
-    verdict = {1: "layer skip is faster", -1: "early exit is faster", 0: "the two are within measurement noise"}[
-        _compare(s["speedup"], e["speedup"], tol)]
+    verdict = {1: "layer skip is faster beyond the noise", -1: "early exit is faster beyond the noise",
+               0: "the two are within measurement noise"}[_beyond_noise(s, e, tol)]
     acc = {1: "higher", -1: "lower", 0: "about the same"}[_compare(s["acceptance"], e["acceptance"], 0.02)]
-    return (f"Layer skip (searched) reaches {s['speedup']:.2f}x at acceptance {_pct(s['acceptance'])}; the best early "
-            f"exit, E={int(e['exit_layer'])} of {n_layers} layers, reaches {e['speedup']:.2f}x at acceptance "
+    return (f"{s['drafter']} reaches {_x(s)} at acceptance {_pct(s['acceptance'])}; the best early "
+            f"exit, E={int(e['exit_layer'])} of {n_layers} layers, reaches {_x(e)} at acceptance "
             f"{_pct(e['acceptance'])}: {verdict}, with {acc} acceptance for layer skip.")
 
 
@@ -150,8 +185,8 @@ def memory_sentence(table: pd.DataFrame, target_parameters: int) -> str:
     if sep.empty:
         return "Every drafter measured here reuses the target's own weights: no extra parameters."
     m, best_self = sep.iloc[0], selfish.sort_values("speedup", ascending=False).iloc[0]
-    faster = _compare(m["speedup"], best_self["speedup"], 0.03)
-    how = {1: "and is faster than", -1: "yet is slower than", 0: "and is about as fast as"}[faster]
+    how = {1: "and is faster, beyond the noise, than", -1: "yet is slower, beyond the noise, than",
+           0: "and is within the noise of"}[_beyond_noise(m, best_self)]
     return (f"Only the separate model adds memory: {int(m['extra_parameters']):,} parameters "
             f"({m['extra_parameters'] / target_parameters:.0%} of the target's) plus a KV cache of its own, {how} the "
             f"best drafter that adds none ({best_self['drafter']}, {best_self['speedup']:.2f}x against "
@@ -166,14 +201,16 @@ def lookup_sentence(table: pd.DataFrame) -> str:
     combos = rows[rows["family"] == "combination"]
     alone = rows.loc["prompt lookup"]
     if combos.empty:
-        return f"Prompt lookup alone runs at {alone['speedup']:.2f}x."
+        return f"Prompt lookup alone runs at {_x(alone)}."
     best = combos.sort_values("speedup", ascending=False).iloc[0]
     partner = best.name.replace("lookup + ", "")
+    parts = [alone] + ([rows.loc[partner]] if partner in rows.index else [])
+    best_part = max(parts, key=lambda r: r["speedup"])
     partner_speed = rows.loc[partner, "speedup"] if partner in rows.index else float("nan")
-    verdict = _compare(best["speedup"], max(alone["speedup"], partner_speed if not math.isnan(partner_speed) else 0), 0.03)
-    how = {1: "beats both parts alone", -1: "does not beat its best part alone", 0: "is about as fast as its best part"}[verdict]
-    return (f"Prompt lookup costs nothing to draft: alone it runs at {alone['speedup']:.2f}x; in front of a model "
-            f"drafter the best combination, {best.name}, runs at {best['speedup']:.2f}x ({partner} alone: "
+    how = {1: "beats both parts alone beyond the noise", -1: "does not beat its best part alone",
+           0: "is within the noise of its best part alone"}[_beyond_noise(best, best_part)]
+    return (f"Prompt lookup costs nothing to draft: alone it runs at {_x(alone)}; in front of a model "
+            f"drafter the best combination, {best.name}, runs at {_x(best)} ({partner} alone: "
             f"{partner_speed:.2f}x), so the combination {how}.")
 
 
@@ -207,13 +244,45 @@ def gate_table_sentence(table: pd.DataFrame, tol: float = 0.03) -> str:
             f"drafters it did not speed up).")
 
 
-def which_one_when(table: pd.DataFrame, sweep: pd.DataFrame | None, *, n_layers: int,
+def gate_control_sentences(control: pd.DataFrame) -> list[str]:
+    """Per prompt set and threshold: the gate against no gate and against its random control (the same fraction of
+    steps made plain at random), each verdict beyond or within the noise (min–max over interleaved repetitions)."""
+    out = []
+    for prompts, sel in control.groupby("prompts", sort=False):
+        base = sel[sel["arm"] == "no gate"]
+        if base.empty:
+            continue
+        b = base.iloc[0]
+        for t in sel.loc[sel["arm"] == "gate", "threshold"]:
+            g = sel[(sel["arm"] == "gate") & (sel["threshold"] == t)].iloc[0]
+            r = sel[(sel["arm"] == "random control") & (sel["threshold"] == t)]
+            vs_base = {1: "faster than no gate beyond the noise", -1: "slower than no gate beyond the noise",
+                       0: "within the noise of no gate"}[_beyond_noise(g, b)]
+            text = (f"On {prompts} prompts the gate at {t:g} decoded {g['gated_fraction']:.0%} of steps plainly "
+                    f"(acceptance {_pct(b['acceptance'])} ungated, {_pct(g['acceptance'])} gated) and ran at {_x(g)}: "
+                    f"{vs_base} ({_x(b)})")
+            if not r.empty:
+                r = r.iloc[0]
+                vs_random = {1: "its choice of steps beat chance beyond the noise",
+                             -1: "its choice of steps did worse than chance beyond the noise",
+                             0: "its choice of steps is within the noise of chance"}[_beyond_noise(g, r)]
+                text += (f"; the random control, which decoded {r['gated_fraction']:.0%} of steps plainly at random, "
+                         f"ran at {_x(r)}, so {vs_random}")
+            if g["gated_fraction"] > 0.5:
+                text += "; the gate mostly switched speculation off"
+            out.append(text + ".")
+    return out
+
+
+def which_one_when(table: pd.DataFrame, control: pd.DataFrame | None, *, n_layers: int,
                    target_parameters: int) -> list[str]:
-    """The conclusion, one sentence per question, every clause chosen by the numbers."""
+    """The conclusion, one sentence per question, every clause chosen by the numbers (and their noise):
+    ``table`` from :func:`~labkit.measure.drafter_comparison.compare_drafters`, ``control`` from
+    :func:`~labkit.measure.gate.gate_control` (None: no gate sentences)."""
     out = [fastest_sentence(table), early_exit_vs_skip_sentence(table, n_layers), lookup_sentence(table),
-           memory_sentence(table, target_parameters), gate_table_sentence(table)]
-    if sweep is not None:
-        out.extend(gate_sentences(sweep))
+           memory_sentence(table, target_parameters)]
+    if control is not None:
+        out.extend(gate_control_sentences(control))
     return out
 
 
@@ -231,15 +300,29 @@ def saturation_sentence(sats: dict[str, Saturation], layer: int) -> str:
 
 
 def roc_sentence(rocs: dict[str, dict[str, dict]]) -> list[str]:
-    """Per model: CALM's signals ranked by AUC, and whether the best is better than a coin flip."""
+    """Per model: CALM's signals ranked by AUC; the best is "ahead" only where its bootstrap interval does not
+    overlap the runner-up's (else "within the noise"); whether the worst is better than a coin flip."""
     out = []
     for name, signals in rocs.items():
         ranked = sorted(signals.items(), key=lambda kv: kv[1]["auc"], reverse=True)
-        best, worst = ranked[0], ranked[-1]
+        (best, b), worst = ranked[0], ranked[-1]
+
+        def auc(r):
+            lo, hi = r.get("auc_low", float("nan")), r.get("auc_high", float("nan"))
+            return f"AUC {r['auc']:.2f}" + ("" if math.isnan(lo) else f", interval {lo:.2f}–{hi:.2f}")
+
+        text = f"{name}: the {best} predicts best ({auc(b)})"
+        if len(ranked) > 1:
+            second, s = ranked[1]
+            both = all(not math.isnan(r.get(k, float("nan"))) for r in (b, s) for k in ("auc_low", "auc_high"))
+            tied = (overlaps((b["auc_low"], b["auc_high"]), (s["auc_low"], s["auc_high"])) if both
+                    else abs(b["auc"] - s["auc"]) <= 0.02)
+            text += (f", but the {second} ({auc(s)}) is within the noise of it" if tied else
+                     f", ahead of the {second} ({auc(s)}) beyond the noise")
         a = worst[1]["auc"]
-        coin = "worse than a coin flip (0.5)" if a < 0.45 else "close to a coin flip (0.5)" if a < 0.55 else "better than a coin flip"
-        out.append(f"{name}: the {best[0]} predicts best (AUC {best[1]['auc']:.2f}), the {worst[0]} worst "
-                   f"(AUC {worst[1]['auc']:.2f}, {coin}).")
+        coin = ("worse than a coin flip (0.5)" if a < 0.45 else "close to a coin flip (0.5)" if a < 0.55 else
+                "better than a coin flip")
+        out.append(text + f"; the {worst[0]} is worst ({auc(worst[1])}, {coin}).")
     return out
 
 
@@ -261,8 +344,18 @@ def profile_sentences(profiles: dict[str, dict], ours: str = "labkit", theirs: s
                f"{verify_a:.2f} in {ours}; outside model calls (the decoding loop) {b['outside_ms_per_token']:.2f} "
                f"against {a['outside_ms_per_token']:.2f} ms per token.")
     faster = theirs if b["ms_per_token"] < a["ms_per_token"] else ours
-    out.append(f"In all, {b['ms_per_token']:.2f} ms per token in {theirs} and {a['ms_per_token']:.2f} in {ours}: "
-               f"{faster} is faster on this run.")
+    sa, sb = _spread(a, "ms"), _spread(b, "ms")
+
+    def ms(p, s):
+        return f"{p['ms_per_token']:.2f}" + (f" (min–max {s[0]:.2f}–{s[1]:.2f})" if s else "")
+
+    if sa is not None and sb is not None:
+        n = len(a.get("ms_each", [])) or "several"
+        verdict = (f"the two are within the noise ({n} interleaved repetitions each: their ranges overlap)"
+                   if overlaps(sa, sb) else f"{faster} is faster beyond the noise ({n} interleaved repetitions each)")
+    else:
+        verdict = f"{faster} is faster on this single run (no repetitions: the noise is unknown)"
+    out.append(f"In all, {ms(b, sb)} ms per token in {theirs} and {ms(a, sa)} in {ours}: {verdict}.")
     return out
 
 
@@ -319,7 +412,8 @@ class GateExplorer:
         self.choice = widgets.Dropdown(options=[(f"{p} · {q}", (p, q)) for p, q in keys], value=keys[0],
                                        description="runs", layout=widgets.Layout(width="420px"))
         self.slider = widgets.FloatSlider(value=threshold, min=0.0, max=1.0, step=0.05, description="gate",
-                                          readout_format=".2f", continuous_update=True, layout=widgets.Layout(width="420px"))
+                                          readout_format=".2f", continuous_update=True,
+                                          layout=widgets.Layout(width="420px"))
         self.figure = as_widget(gate_signal_figure(self._selected(), threshold))
         self.readout = widgets.HTML()
         self.last_update_ms = float("nan")
@@ -341,12 +435,16 @@ class GateExplorer:
         preview = gate_preview(sel, t)
         p, q = self.choice.value
         measured = self.sweep[(self.sweep["prompts"] == p) & (self.sweep["policy"] == q)]
+        if "arm" in measured:                                        # the random control is not a gate setting
+            measured = measured[measured["arm"] != "random control"]
         nearest = measured.iloc[int(np.argmin(np.abs(measured["threshold"].fillna(0.0).to_numpy() - t)))]
         label = "no gate" if math.isnan(nearest["threshold"]) else f"gate {nearest['threshold']:g}"
         self.readout.value = (
-            f"A gate at {t:.2f} would decode {preview['gated_fraction']:.0%} of these steps plainly; the drafts it keeps "
-            f"had acceptance {_pct(preview['acceptance_kept'])}, those it drops {_pct(preview['acceptance_gated'])} "
-            f"({preview['accepted_tokens_lost']:.0%} of all accepted tokens). The previous token's confidence predicts the "
+            f"A gate at {t:.2f} would decode {preview['gated_fraction']:.0%} of these steps plainly; "
+            f"the drafts it keeps had acceptance {_pct(preview['acceptance_kept'])}, "
+            f"those it drops {_pct(preview['acceptance_gated'])} "
+            f"({preview['accepted_tokens_lost']:.0%} of all accepted tokens). "
+            f"The previous token's confidence predicts the "
             f"first drafted token's acceptance with AUC {preview['auc']:.2f}. Measured nearest setting ({label}): "
             f"{nearest['speedup']:.2f}x, acceptance {_pct(nearest['acceptance'])}.")
         self.last_update_ms = 1e3 * (time.perf_counter() - t0)

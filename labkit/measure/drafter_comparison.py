@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from ..core.decoding import autoregressive_generate, speculative_generate
+from ..core.draft_config import DraftConfig
 from ..core.drafters import Drafter, LookupDrafter, ModelDrafter, SelfDrafter
 from ..core.early_exit import EarlyExitDrafter
 from ..core.gate import TargetConfidenceGate
@@ -33,7 +34,8 @@ __all__ = ["DrafterSpec", "standard_drafters", "with_gate", "compare_drafters", 
 @dataclass
 class DrafterSpec:
     name: str                                   # row label
-    family: str                                 # 'layer skip', 'early exit', 'separate model', 'prompt lookup', 'combination'
+    family: str                                 # 'layer skip', 'early exit', 'separate model', 'prompt lookup',
+                                                # 'combination'
     make_drafter: Callable[[], Drafter]         # a fresh drafter per generation (some keep a cache of their own)
     make_policy: Callable[[], DraftPolicy]      # called once per row: an adaptive policy learns across prompts
     extra_parameters: int = 0                   # parameters beyond the target's
@@ -60,13 +62,26 @@ def with_gate(spec: DrafterSpec, min_confidence: float) -> DrafterSpec:
                        spec.extra_kv_per_token, min_confidence, spec.exit_layer)
 
 
-def standard_drafters(model, skip: SkipSet, *, exit_layers=(), draft_model=None, lookup: int = 6,
-                      combo_exit_layer: int | None = None,
-                      make_policy: Callable[[], DraftPolicy] = AdaptiveThreshold) -> list[DrafterSpec]:
-    """Layer skip with ``skip``, early exit after each of ``exit_layers``, the separate ``draft_model`` (if
-    given), prompt lookup alone, and prompt lookup in front of layer skip, early exit at ``combo_exit_layer``
-    and the separate model (prompt lookup is free, so it goes first and the model drafts when nothing matches)."""
-    specs = [DrafterSpec("layer skip (searched)", "layer skip", lambda: SelfDrafter(model, skip), make_policy)]
+def standard_drafters(model, skip: SkipSet | DraftConfig, *, exit_layers=(), draft_model=None, lookup: int = 6,
+                      combo_exit_layer: int | None = None, make_policy: Callable[[], DraftPolicy] = AdaptiveThreshold,
+                      with_lookup: bool = True) -> list[DrafterSpec]:
+    """Layer skip with ``skip`` (a SkipSet: "layer skip (searched)"; a whole DraftConfig, e.g.
+    ``labkit.best_config(model)``: "layer skip (best draft)", with its draft weights and its own stop rule), early
+    exit after each of ``exit_layers``, the separate ``draft_model`` (if given), and with ``with_lookup`` prompt
+    lookup alone and in front of layer skip, early exit at ``combo_exit_layer`` and the separate model (prompt
+    lookup is free, so it goes first and the model drafts when nothing matches)."""
+    if isinstance(skip, DraftConfig):
+        config = skip
+        label, skip_policy = "layer skip (best draft)", config.make_policy
+
+        def self_drafter():
+            return SelfDrafter(model, config.skip, weights=config.draft_weights)
+    else:
+        label, skip_policy, fixed = "layer skip (searched)", make_policy, skip
+
+        def self_drafter():
+            return SelfDrafter(model, fixed)
+    specs = [DrafterSpec(label, "layer skip", self_drafter, skip_policy)]
     for e in exit_layers:
         specs.append(DrafterSpec(f"early exit E={e}", "early exit", lambda e=e: EarlyExitDrafter(model, e),
                                  make_policy, exit_layer=e))
@@ -75,9 +90,11 @@ def standard_drafters(model, skip: SkipSet, *, exit_layers=(), draft_model=None,
         extra = dict(extra_parameters=n_parameters(draft_model), extra_kv_per_token=kv_floats_per_token(draft_model))
         specs.append(DrafterSpec("separate model", "separate model", lambda: ModelDrafter(model, draft_model),
                                  make_policy, **extra))
+    if not with_lookup:
+        return specs
     specs.append(DrafterSpec("prompt lookup", "prompt lookup", lambda: LookupDrafter(lookup), make_policy))
-    specs.append(DrafterSpec("lookup + layer skip (searched)", "combination",
-                             lambda: LookupDrafter(lookup, SelfDrafter(model, skip)), make_policy))
+    specs.append(DrafterSpec(f"lookup + {label}", "combination",
+                             lambda: LookupDrafter(lookup, self_drafter()), skip_policy))
     if combo_exit_layer is not None:
         specs.append(DrafterSpec(f"lookup + early exit E={combo_exit_layer}", "combination",
                                  lambda: LookupDrafter(lookup, EarlyExitDrafter(model, combo_exit_layer)), make_policy,

@@ -28,12 +28,14 @@ from ..core.early_exit import EarlyExitDrafter
 from ..core.policies import DraftPolicy
 from ..core.skip import decoder_layers
 
-__all__ = ["CallProfile", "profiling_calls", "hf_early_exit_profile", "labkit_early_exit_profile"]
+__all__ = ["CallProfile", "profiling_calls", "hf_early_exit_profile", "labkit_early_exit_profile",
+           "interleaved_profiles"]
 
 
 @dataclass
 class CallProfile:
-    calls: list[tuple[str, int, int, float]] = field(default_factory=list)   # (kind, first-layer tokens, last-layer tokens, s)
+    calls: list[tuple[str, int, int, float]] = field(default_factory=list)   # (kind, first-layer tokens,
+                                                                             #  last-layer tokens, s)
     total_s: float = 0.0
     new_tokens: int = 0
     drafted: int = 0
@@ -129,3 +131,26 @@ def labkit_early_exit_profile(model, input_ids: torch.Tensor, exit_layer: int, m
     profile.new_tokens, profile.steps = summary["emitted"], summary["steps"]
     profile.drafted, profile.accepted = summary["drafted"], summary["accepted"]
     return profile
+
+
+def interleaved_profiles(model, input_ids: torch.Tensor, exit_layer: int, max_new_tokens: int, make_policy, *,
+                         repeats: int = 3) -> dict[str, dict]:
+    """Both implementations profiled ``repeats`` times, interleaved (labkit, transformers; then transformers,
+    labkit; ...) after one untimed warm-up call each, so a slow patch of a shared machine hits both alike.
+    Returns {"labkit" | "transformers": the summary of its median repetition (by ms per token) with ``ms_min``,
+    ``ms_max`` (the spread over repetitions) and ``ms_each`` added}. ``make_policy``: a fresh draft policy for
+    labkit's run (transformers uses its own defaults: up to 20 tokens while the draft's confidence is >= 0.4)."""
+    runs = {"labkit": lambda n: labkit_early_exit_profile(model, input_ids, exit_layer, n, make_policy()),
+            "transformers": lambda n: hf_early_exit_profile(model, input_ids, exit_layer, n)}
+    for run in runs.values():
+        run(min(8, max_new_tokens))                                   # warm-up, untimed
+    summaries: dict[str, list[dict]] = {name: [] for name in runs}
+    for rep in range(repeats):
+        for name in (list(runs) if rep % 2 == 0 else list(reversed(runs))):
+            summaries[name].append(runs[name](max_new_tokens).summary())
+    out = {}
+    for name, reps in summaries.items():
+        ms = [s["ms_per_token"] for s in reps]
+        median = sorted(reps, key=lambda s: s["ms_per_token"])[len(reps) // 2]
+        out[name] = {**median, "ms_min": min(ms), "ms_max": max(ms), "ms_each": ms}
+    return out

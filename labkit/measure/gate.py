@@ -8,23 +8,33 @@ gate and with a :class:`~labkit.core.gate.TargetConfidenceGate` at each threshol
 ungated runs' traces too: :func:`gate_signal` pairs each step's draft outcome with the target's confidence
 in the token just before it (what the gate would have read), so one can see *why* a threshold helps or not:
 how many steps it turns plain, and how good the drafts it suppresses would have been.
+
+:func:`gate_control` asks whether the gate's *choice* of steps matters, or only how many it turns plain: beside
+no gate and the gate, a :class:`RandomGate` turns steps plain at random with the gate's own measured gated
+fraction (a control arm), all interleaved. A gate that picks the right steps beats its random control.
 """
 from __future__ import annotations
 
+import random
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
-from ..core.decoding import GenerationResult, autoregressive_generate, speculative_generate
+from ..core.decoding import (
+    GenerationResult,
+    autoregressive_generate,
+    speculative_generate,
+)
 from ..core.drafters import Drafter
 from ..core.gate import TargetConfidenceGate
 from ..core.policies import AdaptiveThreshold, DraftPolicy, FixedK
 from .harness import Decoder, Method, run_interleaved, summarise
 from .saturation import roc_auc
 
-__all__ = ["GateSweep", "gate_sweep", "gate_signal", "gate_preview"]
+__all__ = ["GateSweep", "gate_sweep", "gate_signal", "gate_preview", "RandomGate", "gate_control",
+           "measured_gated_fraction"]
 
 
 @dataclass
@@ -96,7 +106,8 @@ def gate_preview(signal: pd.DataFrame, threshold: float) -> dict:
     kept, dropped = signal[~unsure], signal[unsure]
 
     def acceptance(df):
-        return float(df["n_accepted"].sum() / df["n_drafted"].sum()) if len(df) and df["n_drafted"].sum() else float("nan")
+        return (float(df["n_accepted"].sum() / df["n_drafted"].sum()) if len(df) and df["n_drafted"].sum()
+                else float("nan"))
 
     labels = signal["first_accepted"].to_numpy()
     auc = roc_auc(signal["prev_confidence"].to_numpy(), labels) if 0 < labels.sum() < len(labels) else float("nan")
@@ -104,3 +115,85 @@ def gate_preview(signal: pd.DataFrame, threshold: float) -> dict:
             "acceptance_gated": acceptance(dropped), "accepted_tokens_lost": float(dropped["n_accepted"].sum() /
                                                                                   max(1, signal["n_accepted"].sum())),
             "auc": auc}
+
+
+class RandomGate(TargetConfidenceGate):
+    """The control arm of a gate: after every verification, the next step is decoded plainly with probability
+    ``fraction`` whatever the target's confidence (its own seeded ``random.Random``: no global state). Same
+    bookkeeping as the gate (``gate_open`` in ``state()``), so the harness counts its gated steps alike."""
+
+    def __init__(self, policy: DraftPolicy, fraction: float, seed: int = 0):
+        super().__init__(policy, 0.0)
+        if not 0.0 <= fraction <= 1.0:
+            raise ValueError(f"fraction must be in [0, 1], got {fraction!r}")
+        self.fraction, self.rng = float(fraction), random.Random(seed)
+
+    def observe_target(self, confidence: float) -> None:
+        self.policy.observe_target(confidence)
+        self.last_confidence = float(confidence)
+        self.open = self.rng.random() >= self.fraction
+        self.n_observed += 1
+        self.n_closed += not self.open
+
+    def __repr__(self) -> str:
+        return f"RandomGate({self.policy!r}, fraction={self.fraction:.3f})"
+
+
+def measured_gated_fraction(model, prompt_ids, make_drafter: Callable[[], Drafter],
+                            make_policy: Callable[[], DraftPolicy], threshold: float, max_new_tokens: int) -> float:
+    """The fraction of steps a gate at ``threshold`` decodes plainly on these prompts (one untimed pass: the
+    random control's probability, measured rather than guessed)."""
+    policy = TargetConfidenceGate(make_policy(), threshold)
+    gated = steps = 0
+    for ids in prompt_ids:
+        out = speculative_generate(model, ids, drafter=make_drafter(), policy=policy, max_new_tokens=max_new_tokens)
+        gated += sum(1 for st in out.trace.steps[:-1] if st.policy_state.get("gate_open") is False)
+        steps += len(out.trace.steps)
+    return gated / steps if steps else 0.0
+
+
+def _control_decoders(model, prompt_ids, make_drafter, make_policy, thresholds, max_new_tokens, seed):
+    """[(decoder, arm, threshold, control's fraction)]: plain, no gate, and per threshold the gate and its random
+    control (at the gate's measured gated fraction)."""
+    def spec(policy):
+        return lambda ids, n, p=policy: speculative_generate(model, ids, drafter=make_drafter(), policy=p,
+                                                            max_new_tokens=n)
+
+    arms = [(Decoder(Method("plain", "plain", family="baseline"),
+                     lambda ids, n: autoregressive_generate(model, ids, n)), "plain", None, np.nan),
+            (Decoder(Method("self-spec", "no gate", policy="no gate"), spec(make_policy())), "no gate", None, np.nan)]
+    for t in thresholds:
+        f = measured_gated_fraction(model, prompt_ids, make_drafter, make_policy, t, max_new_tokens)
+        arms.append((Decoder(Method("self-spec", f"gate {t:g}", policy="gate", gate=t),
+                             spec(TargetConfidenceGate(make_policy(), t))), "gate", t, np.nan))
+        arms.append((Decoder(Method("self-spec", f"random control {t:g}", policy="random control", gate=t),
+                             spec(RandomGate(make_policy(), f, seed=seed))), "random control", t, f))
+    return arms
+
+
+def gate_control(model, tokenizer, prompt_sets: dict[str, list[str]], make_drafter: Callable[[], Drafter],
+                 make_policy: Callable[[], DraftPolicy], *, thresholds=(0.4,), max_new_tokens: int = 64,
+                 repeats: int = 3, seed: int = 0, progress: bool = True) -> GateSweep:
+    """For each prompt set: plain decoding, the drafter with no gate, and per threshold the gate and a
+    :class:`RandomGate` at the gate's measured gated fraction, interleaved ``repeats`` times (the harness's
+    protocol). One row per (prompt set, arm, threshold) with the harness's columns (speedup and its min-max over
+    repetitions, acceptance, gated fraction, ...); ``arm`` is 'no gate', 'gate' or 'random control', ``target
+    fraction`` the control's probability. ``signal``: the ungated runs' steps, as :func:`gate_signal` gives."""
+    for t in thresholds:
+        if not 0.0 <= t <= 1.0:
+            raise ValueError(f"gate thresholds must be in [0, 1], got {t!r}")
+    rows, signals = [], []
+    for set_name, texts in prompt_sets.items():
+        prompt_ids = [tokenizer(t, return_tensors="pt")["input_ids"] for t in texts]
+        arms = _control_decoders(model, prompt_ids, make_drafter, make_policy, thresholds, max_new_tokens, seed)
+        runs = run_interleaved([a[0] for a in arms], prompt_ids, max_new_tokens=max_new_tokens, repeats=repeats,
+                               warmup_tokens=4, desc=f"gate control: {set_name}", progress=progress)
+        summary = summarise(runs)
+        for (d, arm, t, f), row in zip(arms[1:], summary[1:]):
+            rows.append({**row, "prompts": set_name, "arm": arm, "policy": "draft policy",
+                         "threshold": np.nan if t is None else t, "target_fraction": f,
+                         "plain_ms_per_token": summary[0]["ms_per_token"]})
+            if arm == "no gate":
+                signal = gate_signal([r.result for rep in runs.records[d.method] for r in rep])
+                signals.append(signal.assign(prompts=set_name, policy="draft policy"))
+    return GateSweep(pd.DataFrame(rows), pd.concat(signals, ignore_index=True))

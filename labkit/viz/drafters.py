@@ -13,13 +13,15 @@ from plotly.subplots import make_subplots
 from .style import FIGURE_WIDTH, MODEL_COLORS, PALETTE, rgba
 
 __all__ = ["family_map_figure", "drafter_comparison_figure", "exit_layer_figure", "gate_sweep_figure",
+           "gate_control_figure",
            "gate_signal_figure", "gate_signal_traces", "early_exit_profile_figure"]
 
 _GROUP_COLORS = {"fewer parameters per token": "#6a3d9a", "more tokens per forward": "#1565c0",
                  "both": "#2e7d32", "baseline": "#9e9e9e"}
 
 
-def family_map_figure(methods: Sequence[Mapping], chapters: Sequence[Mapping], *, title: str | None = None) -> go.Figure:
+def family_map_figure(methods: Sequence[Mapping], chapters: Sequence[Mapping], *,
+                      title: str | None = None) -> go.Figure:
     """The survey's map: methods (boxes at their ``x``, ``y`` in [0, 1], coloured by ``group``) and the lab's
     chapters (numbered badges on the method each one teaches; hover for the title)."""
     fig = go.Figure()
@@ -60,15 +62,25 @@ def family_map_figure(methods: Sequence[Mapping], chapters: Sequence[Mapping], *
     fig.add_annotation(x=0.5, y=0.0, text=caption, showarrow=False, font=dict(size=11), yanchor="top")
     fig.update_xaxes(visible=False, range=[-0.02, 1.02])
     fig.update_yaxes(visible=False, range=[-0.12, 1.06])
-    fig.update_layout(title=title or "Where self-speculative decoding sits in its family (red badges: the lab's chapters)",
+    fig.update_layout(title=title or ("Where self-speculative decoding sits in its family "
+                                      "(red badges: the lab's chapters)"),
                       width=FIGURE_WIDTH, height=600, showlegend=False, plot_bgcolor="white",
                       margin=dict(l=20, r=20, t=60, b=20))
     return fig
 
 
+def _error_bars(rows: pd.DataFrame) -> dict:
+    """Plotly error bars from the harness's per-repetition min and max of the speedup (none when absent)."""
+    if "speedup_min" not in rows or rows["speedup_min"].isna().all():
+        return dict(visible=False)
+    return dict(type="data", symmetric=False, array=(rows["speedup_max"] - rows["speedup"]).tolist(),
+                arrayminus=(rows["speedup"] - rows["speedup_min"]).tolist(), thickness=1.2, width=4)
+
+
 def _short(name: str) -> str:
     """A chart label: 'early exit E=3' -> 'E3', 'layer skip (searched)' -> 'skip', 'prompt lookup' -> 'lookup'."""
-    for long, short in (("early exit E=", "E"), ("layer skip (searched)", "skip"), ("separate model", "model"),
+    for long, short in (("early exit E=", "E"), ("layer skip (searched)", "skip"), ("layer skip (best draft)", "skip"),
+                        ("separate model", "model"),
                         ("prompt lookup", "lookup"), ("lookup + ", "lookup+")):
         name = name.replace(long, short)
     return name
@@ -95,6 +107,7 @@ def drafter_comparison_figure(table: pd.DataFrame, *, title: str | None = None) 
                                sel["ms_per_token"], sel["ms_min"], sel["ms_max"]], axis=1).tolist()
             fig.add_scatter(
                 x=sel["tokens_per_step"].tolist(), y=sel["speedup"].tolist(),
+                error_y=_error_bars(sel),
                 mode="markers" if gated else "markers+text",              # gated twins: hover only (less clutter)
                 text=sel["drafter"].tolist(), texttemplate=[_short(d) for d in sel["drafter"]],
                 textposition="top center", textfont=dict(size=10),
@@ -105,11 +118,14 @@ def drafter_comparison_figure(table: pd.DataFrame, *, title: str | None = None) 
                 hovertemplate="%{text}<br>speedup %{y:.2f}x · %{x:.2f} tokens/step<br>acceptance %{customdata[0]:.0%}"
                               "<br>extra parameters %{customdata[1]:,.0f}<br>%{customdata[2]:.2f} ms/token "
                               "(%{customdata[3]:.2f}-%{customdata[4]:.2f})<extra></extra>")
-    fig.add_hline(y=1.0, line_dash="dash", line_color="black", annotation_text="plain decoding",
-                  annotation_position="bottom right")
-    fig.update_layout(title=title or "Every drafter on the same prompts (marker area: parameters added; open: gated)",
-                      xaxis_title="tokens per step (per full-model forward)", yaxis_title="speedup over plain decoding (x)",
-                      width=FIGURE_WIDTH, height=560, legend=dict(orientation="h", y=-0.15, x=0))
+    xs = rows["tokens_per_step"].dropna()
+    fig.add_scatter(x=[min(1.0, float(xs.min())), float(xs.max()) * 1.05], y=[1.0, 1.0], mode="lines",
+                    line=dict(color="black", dash="dash", width=1), name="plain decoding (1x)", hoverinfo="skip")
+    fig.update_layout(title=title or "Every drafter on the same prompts (bars: min–max over repetitions; "
+                                     "marker area: parameters added)",
+                      xaxis_title="tokens per step (per full-model forward)",
+                      yaxis_title="speedup over plain decoding (x)", width=FIGURE_WIDTH, height=560,
+                      legend=dict(orientation="h", y=-0.15, x=0))
     return fig
 
 
@@ -123,8 +139,10 @@ def exit_layer_figure(table: pd.DataFrame, exit_alpha: Mapping[int, float] | Non
         raise ValueError("the table has no ungated early-exit rows")
     es = ee["exit_layer"].astype(int).tolist()
     fig = make_subplots(specs=[[{"secondary_y": True}]])
-    fig.add_bar(x=es, y=ee["acceptance"].tolist(), name="acceptance (measured)", marker_color=rgba(PALETTE["early exit"], 0.55),
-                marker_line=dict(color=[PALETTE["current"] if e == selected else rgba(PALETTE["early exit"], 0.55) for e in es],
+    fig.add_bar(x=es, y=ee["acceptance"].tolist(), name="acceptance (measured)",
+                marker_color=rgba(PALETTE["early exit"], 0.55),
+                marker_line=dict(color=[PALETTE["current"] if e == selected else rgba(PALETTE["early exit"], 0.55)
+                                        for e in es],
                                  width=[3 if e == selected else 0 for e in es]),
                 hovertemplate="E=%{x}: acceptance %{y:.0%}<extra></extra>", secondary_y=False)
     if exit_alpha:
@@ -133,20 +151,24 @@ def exit_layer_figure(table: pd.DataFrame, exit_alpha: Mapping[int, float] | Non
                         line=dict(color=PALETTE["acceptance"], dash="dot"), secondary_y=False,
                         hovertemplate="E=%{x}: %{y:.0%} of tokens already final<extra></extra>")
     fig.add_scatter(x=es, y=ee["speedup"].tolist(), mode="lines+markers", name="speedup (right)",
-                    line=dict(color=PALETTE["speedup"], width=3), secondary_y=True,
+                    line=dict(color=PALETTE["speedup"], width=3), secondary_y=True, error_y=_error_bars(ee),
                     hovertemplate="E=%{x}: %{y:.2f}x<extra></extra>")
+    skip = table[(table["family"] == "layer skip") & table["gate"].isna()]
+    span = [min(es) - 0.4, max(es) + 0.4]
+    if not skip.empty:
+        name = skip.index[0] if skip.index.name == "drafter" else "layer skip"
+        value = float(skip["speedup"].iloc[0])
+        fig.add_scatter(x=span, y=[value, value], mode="lines", secondary_y=True, hoverinfo="skip",
+                        line=dict(color=PALETTE["layer skip"], dash="dash"), name=f"{name}: {value:.2f}x (right)")
+    fig.add_scatter(x=span, y=[1.0, 1.0], mode="lines", secondary_y=True, hoverinfo="skip",
+                    line=dict(color="black", dash="dot", width=1), name="plain decoding: 1x (right)")
     chosen = ee[ee["exit_layer"] == selected]
     fig.add_scatter(x=chosen["exit_layer"].astype(int).tolist(), y=chosen["speedup"].tolist(), mode="markers",
                     name="selected E", secondary_y=True, hovertemplate="E=%{x}: %{y:.2f}x<extra>selected</extra>",
                     marker=dict(size=18, symbol="circle-open", color=PALETTE["current"], line=dict(width=3)))
-    skip = table[(table["family"] == "layer skip") & table["gate"].isna()]
-    if not skip.empty:
-        fig.add_hline(y=float(skip["speedup"].iloc[0]), line_dash="dash", line_color=PALETTE["layer skip"],
-                      secondary_y=True, annotation_text=f"layer skip (searched) {float(skip['speedup'].iloc[0]):.2f}x",
-                      annotation_position="top left")
-    fig.add_hline(y=1.0, line_dash="dot", line_color="black", secondary_y=True)
     fig.update_yaxes(title_text="acceptance", range=[0, 1.05], tickformat=".0%", secondary_y=False)
-    top = max([1.0, *ee["speedup"].tolist(), *skip["speedup"].tolist()]) * 1.15
+    highs = ee["speedup_max"] if "speedup_max" in ee else ee["speedup"]
+    top = max([1.0, *highs.dropna().tolist(), *skip["speedup"].tolist()]) * 1.15
     fig.update_yaxes(title_text="speedup over plain (x)", secondary_y=True, range=[0, top], tickformat=".1f",
                      showgrid=False)
     fig.update_xaxes(title_text="exit layer E (the draft runs layers 0..E-1)", tickmode="linear", dtick=1)
@@ -179,6 +201,41 @@ def gate_sweep_figure(table: pd.DataFrame, *, title: str | None = None) -> go.Fi
     return fig
 
 
+#: Colours of the gate-control arms.
+_ARM_COLORS = {"no gate": "#616161", "gate": "#1565c0", "random control": "#ef6c00"}
+
+
+def gate_control_figure(table: pd.DataFrame, *, title: str | None = None) -> go.Figure:
+    """Left: speedup over plain decoding of no gate, the gate and its random control (same fraction of steps made
+    plain at random), grouped by prompt set, with min–max error bars over the interleaved repetitions; the value
+    inside each bar; plain decoding as a labelled line. Right: the fraction of steps each arm decoded plainly."""
+    fig = make_subplots(rows=1, cols=2, column_widths=[0.62, 0.38], horizontal_spacing=0.12,
+                        subplot_titles=["speedup over plain (x), min–max over repetitions",
+                                        "steps decoded plainly"])
+    prompts = list(dict.fromkeys(table["prompts"]))
+    for arm in ("no gate", "gate", "random control"):
+        for t in sorted(table.loc[table["arm"] == arm, "threshold"].fillna(-1).unique()):
+            sel = table[(table["arm"] == arm) & (table["threshold"].fillna(-1) == t)].set_index("prompts")
+            sel = sel.reindex(prompts)
+            name = arm if arm == "no gate" else f"{arm} {t:g}"
+            fig.add_bar(x=prompts, y=sel["speedup"].tolist(), name=name, marker_color=_ARM_COLORS[arm],
+                        error_y=_error_bars(sel), text=[f"{v:.2f}x" for v in sel["speedup"]],
+                        textposition="inside", insidetextanchor="middle", legendgroup=name, row=1, col=1,
+                        hovertemplate=f"{name}, %{{x}} prompts: %{{y:.2f}}x<extra></extra>")
+            fig.add_bar(x=prompts, y=sel["gated_fraction"].tolist(), name=name, marker_color=_ARM_COLORS[arm],
+                        showlegend=False, legendgroup=name, row=1, col=2,
+                        text=[f"{v:.0%}" for v in sel["gated_fraction"]], textposition="inside",
+                        hovertemplate=f"{name}, %{{x}} prompts: %{{y:.0%}} of steps plain<extra></extra>")
+    fig.add_hline(y=1.0, line=dict(color="black", dash="dot", width=1), row=1, col=1)
+    fig.add_scatter(x=[None], y=[None], mode="lines", line=dict(color="black", dash="dot", width=1),
+                    name="plain decoding (1x)", hoverinfo="skip", row=1, col=1)   # the line's legend entry
+    fig.update_yaxes(rangemode="tozero", row=1, col=1)
+    fig.update_yaxes(range=[0, 1], tickformat=".0%", row=1, col=2)
+    fig.update_layout(barmode="group", title=title or "Does the gate pick the right steps? Gate vs its random control",
+                      width=FIGURE_WIDTH, height=440, legend=dict(orientation="h", y=-0.18, x=0))
+    return fig
+
+
 #: The four histogram traces of the gate figure: (first drafted token accepted?, kept by the gate?, name).
 GATE_SIGNAL_PARTS = ((True, True, "accepted, drafted"), (False, True, "rejected, drafted"),
                      (True, False, "accepted, gated away"), (False, False, "rejected, gated away"))
@@ -202,7 +259,8 @@ def gate_signal_figure(signal: pd.DataFrame, threshold: float, *, title: str | N
         fig.add_histogram(x=values, xbins=bins, name=name, marker_color=color, opacity=0.85 if keep else 0.3)
     fig.add_vline(x=float(threshold), line_color=PALETTE["threshold"], line_width=3)
     fig.add_vrect(x0=0, x1=float(threshold), fillcolor=rgba(PALETTE["threshold"], 0.08), line_width=0)
-    fig.add_annotation(x=float(threshold), y=1.0, yref="paper", text=f"gate {threshold:.2f}: steps left of here go plain",
+    fig.add_annotation(x=float(threshold), y=1.0, yref="paper",
+                       text=f"gate {threshold:.2f}: steps left of here go plain",
                        showarrow=False, xanchor="left", yanchor="bottom")
     fig.update_layout(barmode="stack", title=title or "What the gate reads: the target's confidence in its last token",
                       xaxis_title="target's probability of the token it emitted before the step",

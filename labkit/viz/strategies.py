@@ -26,15 +26,33 @@ def _methods(frame) -> list[str]:
     return [m for m in dict.fromkeys(frame["method"]) if m != PLAIN]
 
 
-def _grouped_bars(frame, column: str, *, text: str, hover: str, textposition: str = "outside") -> go.Figure:
+def _reference_line(fig: go.Figure, y: float, name: str, **line) -> None:
+    """A horizontal reference line across the plot, labelled in the legend (a text label on the plot would
+    collide with the bars' value labels)."""
+    fig.add_hline(y=y, line=line)
+    fig.add_scatter(x=[None], y=[None], mode="lines", line=line, name=name, hoverinfo="skip")
+
+
+def _grouped_bars(frame, column: str, *, text: str, hover: str, textposition: str = "outside",
+                  spread: bool = False) -> go.Figure:
+    """One bar per method and source; ``spread``: min–max error bars from ``{column}_min`` / ``{column}_max``
+    (the value label then sits in the middle of the bar, clear of the error bar)."""
     fig = go.Figure()
     methods = _methods(frame)
     for source in dict.fromkeys(frame["source"]):
         part = frame[(frame["source"] == source) & (frame["method"] != PLAIN)].set_index("method")
         y = [float(part.loc[m, column]) if m in part.index else None for m in methods]
+        errors = {}
+        if spread and f"{column}_min" in part:
+            lo = [float(part.loc[m, f"{column}_min"]) if m in part.index else None for m in methods]
+            hi = [float(part.loc[m, f"{column}_max"]) if m in part.index else None for m in methods]
+            errors = dict(error_y=dict(type="data", symmetric=False, thickness=1.2, width=4,
+                                       array=[h - v if v is not None else None for h, v in zip(hi, y)],
+                                       arrayminus=[v - lo_ if v is not None else None for lo_, v in zip(lo, y)]))
         fig.add_bar(x=methods, y=y, name=f"{source} prompts", marker_color=source_color(source),
                     offsetgroup=f"{source} prompts", text=[text.format(v) if v is not None else "" for v in y],
-                    textposition=textposition, hovertemplate=f"%{{x}}, {source} prompts: {hover}<extra></extra>")
+                    textposition=textposition, insidetextanchor="middle", **errors,
+                    hovertemplate=f"%{{x}}, {source} prompts: {hover}<extra></extra>")
     fig.update_layout(barmode="group", width=FIGURE_WIDTH, height=430, legend_title_text="prompts",
                       xaxis_title="how the draft's skip set is chosen")
     return fig
@@ -68,7 +86,8 @@ def speedup_figure(frame, xaxis_title: str | None = None) -> go.Figure:
     """Speedup over the plain loop of the same run, per method and source, with each row's analytic limit
     (A + 1) / (d c + c_v) as a marker and 1.0 (as fast as plain decoding) as a line. ``xaxis_title``: what the
     methods differ in (default: how the skip set is chosen)."""
-    fig = _grouped_bars(frame, "speedup", text="{:.2f}×", hover="%{y:.2f}× the plain loop", textposition="inside")
+    fig = _grouped_bars(frame, "speedup", text="{:.2f}×", hover="%{y:.2f}× the plain loop", textposition="inside",
+                        spread=True)
     methods = _methods(frame)
     for i, source in enumerate(dict.fromkeys(frame["source"])):
         part = frame[(frame["source"] == source) & (frame["method"] != PLAIN)].set_index("method")
@@ -76,9 +95,9 @@ def speedup_figure(frame, xaxis_title: str | None = None) -> go.Figure:
                         mode="markers", marker=dict(symbol="diamond-open", size=11, color=PALETTE["analytic"]),
                         name="analytic limit", showlegend=i == 0, offsetgroup=f"{source} prompts",
                         hovertemplate="%{x}: limit %{y:.2f}×<extra>" + source + "</extra>")
-    fig.add_hline(y=1.0, line_dash="dash", line_color="black", annotation_text="plain loop",
-                  annotation_position="top left")
-    fig.update_layout(title="Speed over the plain loop (same interleaved run), and the analytic limit",
+    _reference_line(fig, 1.0, "plain loop (1×)", dash="dash", color="black", width=1)
+    fig.update_layout(title="Speed over the plain loop (same interleaved run; bars: min–max over repetitions), "
+                            "and the analytic limit",
                       yaxis_title="speedup (×, higher is faster)", scattermode="group")
     if xaxis_title:
         fig.update_layout(xaxis_title=xaxis_title)
@@ -89,8 +108,8 @@ def overhead_figure(frame, budget: float = 0.1) -> go.Figure:
     """Time spent choosing sets as a share of decode time, per method and source, with the target line."""
     shown = frame.assign(select_pct=100 * frame["select_share"])
     fig = _grouped_bars(shown, "select_pct", text="{:.1f}%", hover="choosing = %{y:.1f}% of decode time")
-    fig.add_hline(y=100 * budget, line_dash="dot", line_color=PALETTE["current"],
-                  annotation_text=f"target: {100 * budget:g} % of decode time", annotation_position="top left")
+    _reference_line(fig, 100 * budget, f"target: {100 * budget:g} % of decode time", dash="dot",
+                    color=PALETTE["current"], width=2)
     top = max(100 * budget, float(shown["select_pct"].max(skipna=True) or 0.0))
     fig.update_layout(title="What choosing costs", yaxis_title="time choosing / decode time (%)",
                       yaxis_range=[0, 1.25 * top])

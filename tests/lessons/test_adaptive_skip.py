@@ -1,10 +1,18 @@
 """Notebook 07's sentences say what the numbers say, and the opposite when the numbers are reversed."""
 import pandas as pd
 
-from labkit.lessons.adaptive_skip import (acceptance_sentence, changes_sentence, lever_sentence, overhead_sentence,
-                                          set_changes, transfer_sentence, where_each_wins, winner_sentence)
 from labkit import SkipSet
 from labkit.lessons import adaptive_skip as say
+from labkit.lessons.adaptive_skip import (
+    acceptance_sentence,
+    changes_sentence,
+    lever_sentence,
+    overhead_sentence,
+    set_changes,
+    transfer_sentence,
+    where_each_wins,
+    winner_sentence,
+)
 from labkit.measure.adaptive import PLAIN
 
 
@@ -47,9 +55,13 @@ def test_overhead_sentence_checks_the_budget():
 
 
 def test_where_each_wins_orders_by_speed():
-    lines = where_each_wins(FRAME)
-    assert lines[0].startswith("stdlib prompts: static: searched set (1.30×) ahead of knapsack")
-    assert lines[1].startswith("packages prompts: knapsack (1.25×) ahead of static")
+    lines = where_each_wins(FRAME)                       # no min-max: nothing can be called beyond the noise
+    assert lines[0].startswith("stdlib prompts: static: searched set is fastest (1.30×), but knapsack")
+    assert lines[1].startswith("packages prompts: knapsack is fastest (1.25×)") and "within the noise" in lines[1]
+    spread = FRAME.assign(speedup_min=FRAME["speedup"] - 0.01, speedup_max=FRAME["speedup"] + 0.01)
+    assert "beyond the noise" in where_each_wins(spread)[0]
+    wide = FRAME.assign(speedup_min=FRAME["speedup"] - 0.5, speedup_max=FRAME["speedup"] + 0.5)
+    assert "within the noise" in where_each_wins(wide)[0]
 
 
 def test_set_changes_counts_switches_between_self_drafts():
@@ -61,10 +73,11 @@ def test_set_changes_counts_switches_between_self_drafts():
 
 
 def test_lever_sentence_names_the_bigger_cost():
-    row = {"source": "packages", "method": "knapsack", "drafted_per_step": 4.0, "c": 0.5, "c_v": 1.2, "accepted_per_step": 3.0,
-           "limit": 4.0 / 3.2, "speedup": 1.2}
+    row = {"source": "packages", "method": "knapsack", "drafted_per_step": 4.0, "c": 0.5, "c_v": 1.2,
+           "accepted_per_step": 3.0, "limit": 4.0 / 3.2, "speedup": 1.2}
     text = lever_sentence(pd.DataFrame([row]), "packages", "knapsack")
-    assert "drafting (4.00 tokens × c = 0.50 = 2.00 full steps) costs more" in text and "free drafts it would be 3.33×" in text
+    assert ("drafting (4.00 tokens × c = 0.50 = 2.00 full steps) costs more" in text
+            and "free drafts it would be 3.33×" in text)
     text = lever_sentence(pd.DataFrame([{**row, "drafted_per_step": 1.0}]), "packages", "knapsack")
     assert "verifying (c_v = 1.20 full steps) costs more" in text
 
@@ -80,7 +93,8 @@ def test_most_changes_and_joined_timelines():
         return SimpleNamespace(trace=SimpleNamespace(steps=steps))
 
     a, b = SkipSet(attention=[0]), SkipSet(mlp=[1])
-    comparison = SimpleNamespace(results={("stdlib", "static: x"): [run(a, b, a, b)], ("stdlib", "knapsack"): [run(a, a)],
+    comparison = SimpleNamespace(results={("stdlib", "static: x"): [run(a, b, a, b)],
+                                          ("stdlib", "knapsack"): [run(a, a)],
                                           ("packages", "knapsack"): [run(a, a), run(a, b, a)]})
     assert most_changes(comparison, 2) == ("packages", "knapsack", 1, 2)       # static rows are not candidates
     assert joined_timeline(comparison.results[("packages", "knapsack")], 2)[0] == [1, 1, 1, 0, 1]
@@ -137,13 +151,34 @@ def test_int8_rows_pair_the_static_set_with_itself():
 
 
 def test_draft_weights_sentence_reads_each_direction():
-    cols = ["source", "method", "c", "acceptance", "speedup", "limit"]
-    rows = [("packages", "A", 0.60, 0.91, 1.16, 1.19), ("packages", "A8", 0.47, 0.92, 1.31, 1.33)]
+    cols = ["source", "method", "c", "acceptance", "speedup", "limit", "speedup_min", "speedup_max"]
+    rows = [("packages", "A", 0.60, 0.91, 1.16, 1.19, 1.14, 1.18), ("packages", "A8", 0.47, 0.92, 1.31, 1.33, 1.29, 1.33)]
     text = say.draft_weights_sentence(pd.DataFrame(rows, columns=cols), "packages", "A", "A8")
-    assert "cut the draft cost c (0.60 → 0.47" in text and "decoded faster: 1.16× → 1.31×" in text
-    worse = [("packages", "A", 0.47, 0.92, 1.31, 1.33), ("packages", "A8", 0.60, 0.91, 1.16, 1.19)]
+    assert "cut the draft cost c (0.60 → 0.47" in text and "faster beyond the noise" in text
+    assert "raised acceptance (0.910 → 0.920)" in text                 # int8 changes q: acceptance can rise
+    worse = [("packages", "A", 0.47, 0.92, 1.31, 1.33, 1.29, 1.33), ("packages", "A8", 0.60, 0.91, 1.16, 1.19, 1.14, 1.18)]
     text = say.draft_weights_sentence(pd.DataFrame(worse, columns=cols), "packages", "A", "A8")
-    assert "did not cut the draft cost" in text and "decoded no faster" in text and "lowered acceptance (0.920 → 0.910)" in text
+    assert ("did not cut the draft cost" in text and "slower beyond the noise" in text
+            and "lowered acceptance (0.920 → 0.910)" in text)
+    close = [("packages", "A", 0.60, 0.91, 1.16, 1.19, 1.00, 1.30), ("packages", "A8", 0.47, 0.92, 1.20, 1.33, 1.1, 1.3)]
+    assert "within the noise of fp32" in say.draft_weights_sentence(pd.DataFrame(close, columns=cols), "packages",
+                                                                     "A", "A8")
+
+
+def test_choosing_cost_sentence_reads_c_cv_and_noise():
+    cols = ["source", "method", "c", "c_v", "ms_per_token", "ms_min", "ms_max", "select_share"]
+    rows = [("packages", "static: s", 0.50, 1.20, 10.0, 9.8, 10.2, float("nan")),
+            ("packages", "knapsack", 0.60, 1.40, 11.5, 11.3, 11.8, 0.003)]
+    text = say.choosing_cost_sentence(pd.DataFrame(rows, columns=cols), "packages", "knapsack", "static: s")
+    assert "c 0.50 → 0.60, c_v 1.20 → 1.40" in text and "+1.50 ms, +15 %" in text
+    assert "slower beyond the noise" in text and "0.3 % of decode time" in text
+    noisy = [rows[0], ("packages", "knapsack", 0.52, 1.21, 10.1, 9.9, 10.4, 0.003)]
+    assert "within the noise" in say.choosing_cost_sentence(pd.DataFrame(noisy, columns=cols), "packages",
+                                                            "knapsack", "static: s")
+
+
+def test_runtime_sentence_reports_the_measured_seconds():
+    assert say.runtime_sentence(48.2, True).startswith("This run (FAST mode) took 48 s")
 
 
 def test_draft_head_sentence_reads_each_direction():
@@ -152,10 +187,10 @@ def test_draft_head_sentence_reads_each_direction():
                           columns=cols)
     text = say.draft_head_sentence(better, "stdlib", "int8", "head")
     assert "raised acceptance (0.900 → 0.940)" in text and "3.70 → 6.60" in text
-    assert "decoded faster: 1.24× → 1.36×" in text
+    assert "decoded at 1.24× → 1.36× the plain loop, within the noise" in text   # no spread: never beyond it
     worse = better.assign(speedup=[1.24, 1.10], acceptance=[0.90, 0.88])
     text = say.draft_head_sentence(worse, "stdlib", "int8", "head")
-    assert "lowered acceptance (0.900 → 0.880)" in text and "decoded no faster" in text
+    assert "lowered acceptance (0.900 → 0.880)" in text and "within the noise" in text
     same = better.assign(acceptance=[0.9001, 0.9003])
     assert "left acceptance at 0.900" in say.draft_head_sentence(same, "stdlib", "int8", "head")
     assert "no drafting steps" in say.draft_head_sentence(better, "packages", "int8", "head")

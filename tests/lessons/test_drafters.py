@@ -14,7 +14,8 @@ def table(**speedups):
     """A comparison table: layer skip, early exit E=2/E=6, a separate model, prompt lookup and a combination."""
     rows = [("plain", "plain", 1.0, float("nan"), 1.0, 0, None, None)]
     spec = {"layer skip (searched)": ("layer skip", 0.7, 2.0, 0, None, None),
-            "early exit E=2": ("early exit", 0.3, 1.3, 0, None, 2), "early exit E=6": ("early exit", 0.8, 2.2, 0, None, 6),
+            "early exit E=2": ("early exit", 0.3, 1.3, 0, None, 2),
+            "early exit E=6": ("early exit", 0.8, 2.2, 0, None, 6),
             "separate model": ("separate model", 0.5, 1.7, 1_000, None, None),
             "prompt lookup": ("prompt lookup", 0.9, 1.5, 0, None, None),
             "lookup + layer skip (searched)": ("combination", 0.7, 2.6, 0, None, None),
@@ -47,10 +48,43 @@ def test_early_exit_vs_layer_skip_reverses():
 def test_lookup_and_memory_sentences_reverse():
     assert "beats both parts alone" in lesson.lookup_sentence(table(**BASE))
     assert "does not beat" in lesson.lookup_sentence(table(**{**BASE, "lookup + layer skip (searched)": 1.0}))
+    assert "within the noise of its best part" in lesson.lookup_sentence(
+        table(**{**BASE, "lookup + layer skip (searched)": 1.61}))
     assert "(layer skip (searched) alone: 1.40x)" in lesson.lookup_sentence(table(**BASE))
     text = lesson.memory_sentence(table(**BASE), target_parameters=10_000)
-    assert "1,000 parameters (10% of the target's)" in text and "yet is slower than" in text
-    assert "and is faster than" in lesson.memory_sentence(table(**{**BASE, "separate model": 3.0}), 10_000)
+    assert "1,000 parameters (10% of the target's)" in text and "yet is slower, beyond the noise, than" in text
+    assert "and is faster, beyond the noise, than" in lesson.memory_sentence(table(**{**BASE, "separate model": 3.0}),
+                                                                             10_000)
+
+
+def test_fastest_sentence_reads_the_spread():
+    t = table(**BASE).assign(speedup_min=lambda d: d["speedup"] - 0.05, speedup_max=lambda d: d["speedup"] + 0.05)
+    assert "ahead of prompt lookup (1.60x (1.55–1.65)) beyond the noise" in lesson.fastest_sentence(t)
+    wide = t.assign(speedup_min=t["speedup"] - 0.3, speedup_max=t["speedup"] + 0.3)
+    assert "is within the noise of it" in lesson.fastest_sentence(wide)
+
+
+def control(gate: float, random: float, spread: float = 0.02) -> pd.DataFrame:
+    rows = []
+    for prompts in ("stdlib", "outside"):
+        for arm, speed, frac in (("no gate", 1.0, 0.0), ("gate", gate, 0.77), ("random control", random, 0.75)):
+            rows.append({"prompts": prompts, "arm": arm, "threshold": np.nan if arm == "no gate" else 0.4,
+                         "speedup": speed, "speedup_min": speed - spread, "speedup_max": speed + spread,
+                         "acceptance": 0.8, "gated_fraction": frac})
+    return pd.DataFrame(rows)
+
+
+def test_gate_control_sentences_compare_with_chance_and_no_gate():
+    first, _ = lesson.gate_control_sentences(control(1.2, 1.0))
+    assert first.startswith("On stdlib prompts the gate at 0.4 decoded 77% of steps plainly")
+    assert "faster than no gate beyond the noise" in first and "beat chance beyond the noise" in first
+    assert "mostly switched speculation off" in first
+    first, _ = lesson.gate_control_sentences(control(1.2, 1.21))
+    assert "within the noise of chance" in first
+    first, _ = lesson.gate_control_sentences(control(0.8, 0.9))
+    assert "slower than no gate beyond the noise" in first and "did worse than chance" in first
+    first, _ = lesson.gate_control_sentences(control(1.01, 1.0, spread=0.1))
+    assert "within the noise of no gate" in first
 
 
 def sweep(stdlib_gated: float, outside_gated: float) -> pd.DataFrame:
@@ -102,16 +136,24 @@ def test_profile_sentences_follow_the_profiles():
 
 
 def test_roc_sentence_ranks_signals():
-    rocs = {"m": {"softmax response": {"auc": 0.7}, "top-2 gap": {"auc": 0.8}, "state saturation": {"auc": 0.4}}}
+    rocs = {"m": {"softmax response": {"auc": 0.8, "auc_low": 0.75, "auc_high": 0.85},
+                  "exit classifier": {"auc": 0.7, "auc_low": 0.65, "auc_high": 0.74},
+                  "state saturation": {"auc": 0.4, "auc_low": 0.35, "auc_high": 0.45}}}
     (text,) = lesson.roc_sentence(rocs)
-    assert "the top-2 gap predicts best (AUC 0.80)" in text and "worse than a coin flip" in text
+    assert "the softmax response predicts best (AUC 0.80, interval 0.75–0.85)" in text
+    assert "ahead of the exit classifier" in text and "beyond the noise" in text and "worse than a coin flip" in text
+    rocs["m"]["exit classifier"].update(auc=0.78, auc_high=0.8)
+    (text,) = lesson.roc_sentence(rocs)
+    assert "but the exit classifier (AUC 0.78, interval 0.65–0.80) is within the noise of it" in text
 
 
 
 
 def test_the_map_places_every_chapter_on_a_method():
     keys = {m["key"] for m in lesson.FAMILY_METHODS}
-    assert [c["number"] for c in lesson.LAB_CHAPTERS] == [f"{i:02d}" for i in range(9)]
+    assert [c["number"] for c in lesson.LAB_CHAPTERS] == [f"{i:02d}" for i in range(10)]
+    on = {c["number"]: c["method"] for c in lesson.LAB_CHAPTERS}
+    assert on["07"] == "layer skip" and "sparsity" not in on.values()      # 07 skips whole blocks, not neurons
     assert all(c["method"] in keys for c in lesson.LAB_CHAPTERS)
     assert all(t in keys for m in lesson.FAMILY_METHODS for t in m.get("feeds", ()))
 

@@ -2,11 +2,21 @@
 import numpy as np
 import pytest
 import torch
+from tiny_models import ARCHITECTURES, ToyTokenizer, tiny_model
 
 from labkit import SkipSet, skipping
-from labkit.measure.saturation import (CALM_SIGNALS, exit_signal_rocs, lens_logits, measure_saturation,
-                                       residual_states, roc_auc, roc_curve, stage_labels)
-from tiny_models import ARCHITECTURES, ToyTokenizer, tiny_model
+from labkit.measure.saturation import (
+    CALM_SIGNALS,
+    bootstrap_auc,
+    exit_signal_rocs,
+    fit_exit_classifier,
+    lens_logits,
+    measure_saturation,
+    residual_states,
+    roc_auc,
+    roc_curve,
+    stage_labels,
+)
 
 N_LAYERS = 3
 
@@ -24,10 +34,11 @@ def test_stages_are_the_residual_stream_after_each_block(arch):
             # the state after layer l's attention = layer l's output when its MLP block is skipped
             with skipping(model, SkipSet(mlp=[layer])):
                 skipped = model(ids, output_hidden_states=True).hidden_states
-            last = layer == N_LAYERS - 1                        # the last entry of hidden_states is after the final norm
+            last = layer == N_LAYERS - 1                # the last entry of hidden_states is after the final norm
             read = (lambda h: model.model.norm(h)) if last else (lambda h: h)
             torch.testing.assert_close(read(states[2 * layer + 1]), skipped[layer + 1][0], rtol=1e-5, atol=1e-5)
-            torch.testing.assert_close(read(states[2 * layer + 2]), full.hidden_states[layer + 1][0], rtol=1e-5, atol=1e-5)
+            torch.testing.assert_close(read(states[2 * layer + 2]), full.hidden_states[layer + 1][0],
+                                       rtol=1e-5, atol=1e-5)
     assert stage_labels(2) == ["embeddings", "0 attn", "0 mlp", "1 attn", "1 mlp"]
 
 
@@ -42,16 +53,20 @@ def test_measure_saturation_shapes_and_invariants():
     assert np.isnan(sat.cos_prev_layer[:, 0]).all() and sat.cos_prev_layer.shape == (n, N_LAYERS + 1)
     assert ((sat.gap >= 0) & (sat.gap <= sat.p_max)).all() and (sat.p_final <= sat.p_max + 1e-6).all()
     assert sat.exit_alpha()[N_LAYERS] == 1.0 and set(sat.exit_alpha()) == {1, 2, 3}
-    rocs = exit_signal_rocs(sat)
+    assert sat.layer_states.shape == (n, N_LAYERS + 1, model.config.hidden_size)
+    rocs = exit_signal_rocs(sat, classifier=fit_exit_classifier(sat), n_boot=50)
     assert set(rocs) == set(CALM_SIGNALS)
     for roc in rocs.values():
         assert 0.0 <= roc["auc"] <= 1.0 and roc["fpr"][0] == 0.0 and roc["tpr"][-1] == 1.0
+        assert roc["auc_low"] <= roc["auc"] + 1e-9 or np.isnan(roc["auc_low"])
+    assert set(exit_signal_rocs(sat, n_boot=0)) == {"softmax response", "state saturation"}   # no classifier given
     with pytest.raises(ValueError, match="prompt_texts"):
         measure_saturation(model, ToyTokenizer(), [], progress=False)
 
 
 def test_roc_matches_sklearn_with_ties():
-    from sklearn.metrics import roc_auc_score, roc_curve as sk_roc
+    from sklearn.metrics import roc_auc_score
+    from sklearn.metrics import roc_curve as sk_roc
 
     rng = np.random.default_rng(0)
     labels = rng.random(300) < 0.4
@@ -65,3 +80,34 @@ def test_roc_matches_sklearn_with_ties():
     assert roc_auc([0.9, 0.8, 0.2, 0.1], [0, 0, 1, 1]) == 0.0
     with pytest.raises(ValueError, match="both classes"):
         roc_curve([0.1, 0.2], [1, 1])
+
+
+def test_exit_classifier_learns_a_separable_signal_and_bootstrap_brackets_the_auc():
+    """A state whose first coordinate says 'right' is learnt (held-out AUC near 1), and the AUC's bootstrap
+    interval is narrow for many tokens and contains the point estimate."""
+    from labkit.measure.saturation import Saturation
+
+    rng = np.random.default_rng(0)
+    n, layers, h = 200, 3, 4
+
+    def sat(seed):
+        r = np.random.default_rng(seed)
+        right = r.random((n, layers + 1)) < 0.5
+        right[:, -1] = True
+        states = r.normal(size=(n, layers + 1, h))
+        states[..., 0] += 3 * right
+        tokens = np.arange(n)
+        top1 = np.repeat(tokens[:, None], 2 * layers + 1, axis=1)
+        for e in range(layers + 1):
+            top1[~right[:, e], 2 * e] = -1
+        nan = np.full((n, 2 * layers + 1), np.nan)
+        return Saturation("toy", layers, tokens, np.zeros(n, int), top1, nan, nan, r.random((n, 2 * layers + 1)),
+                          nan, r.random((n, layers + 1)), layer_states=states)
+
+    clf = fit_exit_classifier(sat(1))
+    rocs = exit_signal_rocs(sat(2), classifier=clf, n_boot=100)
+    assert rocs["exit classifier"]["auc"] > 0.9 and abs(rocs["softmax response"]["auc"] - 0.5) < 0.1
+    low, high = rocs["exit classifier"]["auc_low"], rocs["exit classifier"]["auc_high"]
+    assert low <= rocs["exit classifier"]["auc"] <= high and high - low < 0.1
+    scores, labels = rng.random((50, 2)), rng.random((50, 2)) < 0.5
+    assert bootstrap_auc(scores, labels, n_boot=20, seed=3) == bootstrap_auc(scores, labels, n_boot=20, seed=3)

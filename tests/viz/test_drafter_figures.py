@@ -3,12 +3,13 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 import pytest
+from tiny_models import ToyTokenizer, tiny_model
 
 from labkit.lessons.drafters import FAMILY_METHODS, LAB_CHAPTERS
-from labkit.measure.saturation import exit_signal_rocs, measure_saturation
-from labkit.viz import drafters as vd, saturation as vs
+from labkit.measure.saturation import exit_signal_rocs, fit_exit_classifier, measure_saturation
+from labkit.viz import drafters as vd
+from labkit.viz import saturation as vs
 from labkit.viz.style import FIGURE_WIDTH
-from tiny_models import ToyTokenizer, tiny_model
 
 
 @pytest.fixture(scope="module")
@@ -32,7 +33,7 @@ def test_saturation_figures(sats):
     check(fig)
     assert len(fig.data) == 3 * len(sats) and list(fig.data[0].x) == sats["a"].stages
     check(vs.lens_heatmap_figure(sats["a"], ToyTokenizer(), prompt=1, max_tokens=5))
-    fig = vs.exit_roc_figure({k: exit_signal_rocs(v) for k, v in sats.items()})
+    fig = vs.exit_roc_figure({k: exit_signal_rocs(v, classifier=fit_exit_classifier(v)) for k, v in sats.items()})
     check(fig)
     assert sum(t.name is not None and "AUC" in t.name for t in fig.data) == 3 * len(sats)
     with pytest.raises(ValueError):
@@ -56,10 +57,20 @@ def test_drafter_figures():
     table = comparison_table()
     fig = vd.drafter_comparison_figure(table)
     check(fig)
-    assert sum(len(t.x) for t in fig.data) == len(table) - 1               # every drafter but plain, once
+    drafters = [t for t in fig.data if not t.name.startswith("plain decoding")]     # the 1x line is labelled apart
+    assert sum(len(t.x) for t in drafters) == len(table) - 1               # every drafter but plain, once
+    assert any(t.name == "plain decoding (1x)" for t in fig.data)
     fig = vd.exit_layer_figure(table, {1: 0.2, 2: 0.5, 3: 1.0}, selected=2)
     check(fig)
     assert list(fig.data[0].marker.line.width) == [0, 3]
+    right = [t for t in fig.data if t.name and t.name.endswith("(right)")]
+    assert {t.yaxis for t in right} == {"y2"} and any(t.name.startswith("plain decoding") for t in right)
+    ctl = pd.DataFrame({"prompts": ["s"] * 3, "arm": ["no gate", "gate", "random control"],
+                        "threshold": [np.nan, 0.4, 0.4], "speedup": [1.0, 1.1, 0.9], "speedup_min": [0.9, 1.0, 0.8],
+                        "speedup_max": [1.1, 1.2, 1.0], "gated_fraction": [0.0, 0.7, 0.68]})
+    fig = vd.gate_control_figure(ctl)
+    check(fig)
+    assert [t.name for t in fig.data if t.showlegend is not False][:3] == ["no gate", "gate 0.4", "random control 0.4"]
     sweep = pd.DataFrame({"prompts": ["s"] * 3, "policy": ["p"] * 3, "threshold": [np.nan, 0.2, 0.6],
                           "speedup": [1.0, 1.1, 0.9], "acceptance": [0.5, 0.6, 0.7]})
     fig = vd.gate_sweep_figure(sweep)
