@@ -12,12 +12,15 @@ from ..artifacts.results import skip_set_for
 from ..core.decoding import speculative_generate
 from ..core.policies import AdaptiveThreshold
 from ..core.skip import SkipSet
+from ..measure.harness import Decoder, Method, frame, run_interleaved, summarise
 from ..viz.timeline import HIGHLIGHT_NAME, as_trace, highlight_shape, step_times, timeline_figure
 from ..viz.trace import step_html
 from ..viz.widgets import as_widget
 
 __all__ = ["TraceReplayer", "demo_skip_set", "compare_drafters", "confidence_band_sentence", "verify_cost_sentence",
-           "sampling_sentence", "drafters_sentence", "repetition_contrast", "repetition_sentence", "speed_sentence"]
+           "sampling_sentence", "drafters_sentence", "repetition_contrast", "repetition_sentence", "speed_sentence",
+           "starting_threshold", "measure_once", "row_speed_sentence", "carry_threshold", "threshold_step",
+           "carry_sentence"]
 
 
 class TraceReplayer:
@@ -81,7 +84,8 @@ class TraceReplayer:
         if row.draft_start_ms < lo or row.verify_end_ms > hi:     # follow the step, keeping the zoom
             lo = max(row.draft_start_ms - 0.25 * self._span_ms, -0.01 * self._span_ms)
             hi = lo + self._span_ms
-        shapes = [s for s in self.figure.layout.shapes if s.name != HIGHLIGHT_NAME] + [highlight_shape(self.times, step)]
+        shapes = ([s for s in self.figure.layout.shapes if s.name != HIGHLIGHT_NAME]
+                  + [highlight_shape(self.times, step)])
         batch = getattr(self.figure, "batch_update", None)
         with (batch() if batch else contextlib.nullcontext()):
             self.figure.layout.shapes = shapes
@@ -130,14 +134,14 @@ def compare_drafters(model, input_ids, *, skip: SkipSet, draft_model, max_new_to
 
 # -- notebook 03's sentences and the repetitive-vs-novel contrast (see labkit.lessons.claims) -----------------
 def confidence_band_sentence(run, lo: float = 0.2, hi: float = 0.6) -> str:
-    """How the draft's top-1 probabilities spread: why the threshold starts low for this small model."""
+    """How the draft's top-1 probabilities spread: what the threshold cuts into."""
     conf = np.array([c for s in as_trace(run).steps for c in s.confidence])
     if not len(conf):
         return "The run drafted nothing."
     below, band, above = (conf < lo).mean(), ((conf >= lo) & (conf < hi)).mean(), (conf >= hi).mean()
     return (f"Of the {len(conf)} tokens this run drafted, {band:.0%} had a top-1 probability between {lo:g} and "
-            f"{hi:g}, {above:.0%} at least {hi:g} and {below:.0%} below {lo:g}: a threshold of {hi:g} would stop "
-            f"{'most' if above < 0.5 else 'many'} drafts after their first unsure token.")
+            f"{hi:g}, {above:.0%} at least {hi:g} and {below:.0%} below {lo:g}: where the threshold sits in that "
+            f"spread decides how long drafts run.")
 
 
 def verify_cost_sentence(run, plain_ms_per_token: float) -> str:
@@ -152,43 +156,64 @@ def verify_cost_sentence(run, plain_ms_per_token: float) -> str:
             f"cost about d + 1 times as much.")
 
 
-def sampling_sentence(greedy, sampled, policy=None) -> str:
-    """Why sampling ran at a different speed than greedy here: accepted / drafted, d, wasted drafts, the threshold."""
+def _versus(rows, a: str, b: str) -> str:
+    """a against b from :func:`measure_once`'s rows: 'x ms/token against y', and slower / faster / within the noise
+    by their min-max ms over the repetitions."""
+    ra, rb = rows.loc[a], rows.loc[b]
+    if ra["ms_min"] > rb["ms_max"]:
+        verdict = "slower"
+    elif ra["ms_max"] < rb["ms_min"]:
+        verdict = "faster"
+    else:
+        verdict = "level within the noise"
+    return (f"{ra['ms_per_token']:.1f} ms/token against {rb['ms_per_token']:.1f} (min–max {ra['ms_min']:.1f}–"
+            f"{ra['ms_max']:.1f} and {rb['ms_min']:.1f}–{rb['ms_max']:.1f}): {verdict}")
+
+
+def sampling_sentence(greedy, sampled, policy=None, rows=None, labels: tuple[str, str] | None = None) -> str:
+    """Why sampling ran at a different speed than greedy here: accepted / drafted, d, wasted drafts, the threshold.
+    The speed comes from ``rows`` (:func:`measure_once`; ``labels`` = (sampling row, greedy row)) when given."""
     g, s = as_trace(greedy).summary(), as_trace(sampled).summary()
-    ratio = s["ms_per_token_with_prefill"] / g["ms_per_token_with_prefill"]
     waste = lambda x: (x["drafted"] - x["accepted"]) / x["emitted"]               # noqa: E731
-    text = (f"Sampling took {s['ms_per_token_with_prefill']:.1f} ms/token against {g['ms_per_token_with_prefill']:.1f} "
-            f"greedy ({ratio:.1f}x). Accepted / drafted fell from {g['acceptance_rate']:.0%} to "
-            f"{s['acceptance_rate']:.0%} while d went from {g['drafted_per_step']:.1f} to {s['drafted_per_step']:.1f} "
-            f"drafted per step, so the draft produced {waste(s):.2f} rejected or discarded tokens per emitted token "
-            f"(greedy: {waste(g):.2f}): ")
+    if rows is not None and labels is not None:
+        text = f"Sampling against greedy self-drafting: {_versus(rows, *labels)}. "
+    else:
+        text = (f"Sampling took {s['ms_per_token_with_prefill']:.1f} ms/token against "
+                f"{g['ms_per_token_with_prefill']:.1f} greedy (one run each). ")
+    text += (f"Accepted / drafted fell from {g['acceptance_rate']:.0%} to "
+             f"{s['acceptance_rate']:.0%} while d went from {g['drafted_per_step']:.1f} to {s['drafted_per_step']:.1f} "
+             f"drafted per step, so the draft produced {waste(s):.2f} rejected or discarded tokens per emitted token "
+             f"(greedy: {waste(g):.2f}): ")
     text += ("sampled drafts are accepted with probability min(1, p/q) rather than whenever the argmax matches, and "
              "every token drafted after a rejection is thrown away. " if waste(s) > waste(g) else
              "sampling did not waste more drafts here. ")
     thresholds = [st.threshold for st in as_trace(sampled).steps if st.threshold is not None]
     if thresholds and policy is not None and hasattr(policy, "epsilon"):
-        step = policy.epsilon * (1 - policy.beta2)
+        step = (1 - policy.beta2) * policy.epsilon
         text += (f"The adaptive threshold went from {thresholds[0]:.3f} to {thresholds[-1]:.3f} over "
-                 f"{len(thresholds)} steps: it moves at most {step:.3f} per step, too slowly to shorten drafts "
-                 f"within one short generation.")
+                 f"{len(thresholds)} steps: one update moves it by at most (1 − β₂)·ε = {step:.3f} (section 9), too "
+                 f"little to shorten drafts within one short generation.")
     return text
 
 
-def drafters_sentence(runs: dict) -> str:
-    """Self-draft against a separate draft model on the same prompt: speed, accepted / drafted, tokens per step."""
+def drafters_sentence(runs: dict, rows=None) -> str:
+    """Self-draft against a separate draft model on the same prompt: accepted / drafted, tokens per step, and the
+    speed from ``rows`` (:func:`measure_once`, rows labelled as ``runs``) with its noise when given."""
     (a, ra), (b, rb) = runs.items()
     sa, sb = as_trace(ra).summary(), as_trace(rb).summary()
+    text = (f"{a}: accepted / drafted {sa['acceptance_rate']:.0%}, {sa['tokens_per_step']:.2f} tokens per step; "
+            f"{b}: {sb['acceptance_rate']:.0%}, {sb['tokens_per_step']:.2f}. ")
+    if rows is not None:
+        return text + f"The {b} against the {a} on this prompt: {_versus(rows, b, a)}."
     faster = a if sa["ms_per_token_with_prefill"] < sb["ms_per_token_with_prefill"] else b
-    return (f"{a}: {sa['ms_per_token_with_prefill']:.1f} ms/token, accepted / drafted {sa['acceptance_rate']:.0%}, "
-            f"{sa['tokens_per_step']:.2f} tokens per step; {b}: {sb['ms_per_token_with_prefill']:.1f} ms/token, "
-            f"{sb['acceptance_rate']:.0%}, {sb['tokens_per_step']:.2f}. On this prompt the {faster} was faster "
-            f"(one run each: a single prompt's ranking, not a benchmark).")
+    return text + f"On this prompt the {faster} was faster (one run each: a single prompt's ranking, not a benchmark)."
 
 
 def repetition_contrast(model, tokenizer, skip: SkipSet, prompts: dict, max_new_tokens: int, lookup: int = 6,
                         initial_threshold: float = 0.6):
     """Greedy self-speculative decoding of each prompt ({label: Prompt}) without and with prompt lookup: tokens per
-    step, accepted / drafted, the share of drafted tokens copied from the context, ms per token, and how
+    step, accepted / drafted, the share of drafted tokens copied from the context (no timing: section 2 times
+    once), and how
     repetitive the text is (share of new tokens completing a 4-gram seen before). A pandas DataFrame."""
     import pandas as pd
 
@@ -203,7 +228,6 @@ def repetition_contrast(model, tokenizer, skip: SkipSet, prompts: dict, max_new_
             rows.append({"text": label, "prompt lookup": n_lookup, "tokens per step": s["tokens_per_step"],
                          "accepted / drafted": s["acceptance_rate"],
                          "copied share of drafts": copied / s["drafted"] if s["drafted"] else 0.0,
-                         "ms per token": s["ms_per_token_with_prefill"],
                          "repeated share": repeated_share(ids[0].tolist(), out.new_tokens)})
     return pd.DataFrame(rows).set_index(["text", "prompt lookup"])
 
@@ -226,13 +250,13 @@ def repetition_sentence(frame, lookup: int = 6) -> str:
         moves.append((t, verb, off, on))
     text += f"With prompt lookup ({lookup} tokens): " + "; ".join(
         f"on the {t}'s text {on['copied share of drafts']:.0%} of the drafted tokens were copied and tokens per step "
-        f"{verb} ({off['tokens per step']:.2f} → {on['tokens per step']:.2f}; ms per token {off['ms per token']:.1f} → "
-        f"{on['ms per token']:.1f})" for t, verb, off, on in moves) + ". "
+        f"{verb} ({off['tokens per step']:.2f} → {on['tokens per step']:.2f})" for t, verb, off, on in moves) + ". "
     if moves[0][1] == "fell":
         text += (f"Tokens per step fell on the loop because a copied draft is at most {lookup} tokens long, while the "
                  f"skipped model, with a low threshold, already drafts long runs through a loop it knows; a copied "
-                 f"draft costs no draft forward, though, so fewer tokens per step can still be faster (ms per "
-                 f"token: one run each, so read them as noisy). ")
+                 f"draft costs no draft forward, though, so fewer tokens per step can still be faster (section 2's "
+                 f"interleaved table times prompt lookup on the showcase prompt; this table counts tokens, it does "
+                 f"not time). ")
     return text + ("Tokens per step, and any speedup a benchmark reports, depend on how repetitive the text is: "
                    "measure on text like your users', and say which.")
 
@@ -244,3 +268,106 @@ def speed_sentence(speculative, plain) -> str:
     return (f"On this prompt speculative decoding took {a:.1f} ms/token against {b:.1f} for the plain loop: "
             f"{verdict} plain decoding ({b / a:.2f}x; one run each, so read it as a sample, not a benchmark). "
             f"Section 8 shows how much this depends on how repetitive the text is.")
+
+
+# -- one measurement of the run's drafters, the threshold's start and its carry-over (issue 28) -------------
+def starting_threshold(grid, ratio: float, max_draft: int = 12) -> tuple[float, str]:
+    """The adaptive threshold's start for notebook 03, read from notebook 04's grid (``grid``, a PlaygroundGrid):
+    at the skip ratio nearest ``ratio``, adaptive policy, fp32 drafts, the threshold whose cell ran fastest
+    (median of the repetitions), and a sentence naming which other thresholds its noise cannot tell from it and
+    which ran slower beyond it."""
+    setting = grid.nearest(ratio=ratio, max_draft=max_draft, policy="adaptive", draft_weights="fp32")
+    speed, lo, hi = (grid.vs_threshold(m, setting) for m in ("speedup", "speedup_min", "speedup_max"))
+    best = int(np.nanargmax(speed))
+    tie = [t for i, t in enumerate(grid.thresholds) if i != best and hi[i] >= lo[best] and lo[i] <= hi[best]]
+    slower = [t for i, t in enumerate(grid.thresholds) if hi[i] < lo[best]]
+    text = (f"Notebook 04's grid (adaptive policy, skip ratio {setting.ratio:.3f}, max draft {setting.max_draft}) ran "
+            f"fastest with the threshold starting at {grid.thresholds[best]:g} ({speed[best]:.2f}x the plain loop, "
+            f"min–max {lo[best]:.2f}–{hi[best]:.2f})")
+    if tie:
+        text += f"; {', '.join(f'{t:g}' for t in tie)} within its noise"
+    if slower:
+        text += (f"; {', '.join(f'{t:g}' for t in slower)} slower beyond it "
+                 f"({', '.join(f'{speed[grid.thresholds.index(t)]:.2f}x' for t in slower)})")
+    return float(grid.thresholds[best]), text + ". This notebook starts there."
+
+
+def measure_once(model, input_ids, *, skip: SkipSet, threshold: float, draft_model=None, lookup: int = 6,
+                 temperature: float = 0.7, seed: int = 0, max_new_tokens: int = 48, repeats: int = 3):
+    """Every way this notebook decodes its prompt, timed once: the plain loop, self-drafting (greedy, with prompt
+    lookup in front, sampled) and a separate draft model when given, interleaved over ``repeats`` repetitions
+    (labkit.measure.harness), each call with a fresh adaptive policy starting at ``threshold``. Returns
+    (rows as a DataFrame indexed by label, the Runs: their traces for the figures)."""
+    from ..core.decoding import autoregressive_generate
+
+    def spec(**kw):
+        return lambda ids, n: speculative_generate(model, ids, policy=AdaptiveThreshold(initial_threshold=threshold),
+                                                   max_new_tokens=n, **kw)
+    import torch
+
+    decoders = [Decoder(Method("plain", "plain loop"), lambda ids, n: autoregressive_generate(model, ids, n)),
+                Decoder(Method("self-spec", "self-draft (skipped layers)"), spec(skip=skip)),
+                Decoder(Method("self-spec", f"self-draft + prompt lookup ({lookup})", lookup=lookup),
+                        spec(skip=skip, lookup=lookup))]
+    if draft_model is not None:
+        decoders.append(Decoder(Method("separate model", "separate draft model"), spec(draft_model=draft_model)))
+    decoders.append(Decoder(Method("self-spec", f"self-draft, sampling T={temperature:g}", greedy=False),
+                            lambda ids, n: spec(skip=skip, do_sample=True, temperature=temperature,
+                                                generator=torch.Generator().manual_seed(seed))(ids, n)))
+    runs = run_interleaved(decoders, [input_ids], max_new_tokens=max_new_tokens, repeats=repeats, progress=False)
+    return frame(summarise(runs)), runs
+
+
+def row_speed_sentence(rows, label: str, repeats: int, reference: str = "plain loop") -> str:
+    """One row of :func:`measure_once` against the plain loop: its speedup with the min-max over the ``repeats``
+    repetitions, and "within the noise" when that range holds 1."""
+    r, n = rows.loc[label], repeats
+    if r["speedup_min"] > 1:
+        verdict = "faster than the plain loop"
+    elif r["speedup_max"] < 1:
+        verdict = "slower than the plain loop"
+    else:
+        verdict = "level with the plain loop within the noise"
+    return (f"{label}: {r['ms_per_token']:.1f} ms/token against {rows.loc[reference, 'ms_per_token']:.1f} for the "
+            f"{reference}, {r['speedup']:.2f}x (min–max {r['speedup_min']:.2f}–{r['speedup_max']:.2f} over "
+            f"{n} interleaved repetitions): {verdict} on this prompt.")
+
+
+def carry_threshold(model, tokenizer, skip: SkipSet, prompts, *, threshold: float, max_new_tokens: int) -> dict:
+    """The paper's protocol against the lab's default: one AdaptiveThreshold carried across consecutive ``prompts``
+    (speculative_generate keeps a given policy's state across calls) and a fresh one for every prompt.
+    ``{label: [GenerationResult per prompt]}``."""
+    carried = AdaptiveThreshold(initial_threshold=threshold)
+    out = {"one policy carried across the prompts": [], "a fresh policy for every prompt": []}
+    for prompt in prompts:
+        ids = tokenizer(prompt.text, return_tensors="pt", add_special_tokens=False)["input_ids"]
+        for label, policy in zip(out, (carried, AdaptiveThreshold(initial_threshold=threshold))):
+            out[label].append(speculative_generate(model, ids, skip=skip, policy=policy,
+                                                   max_new_tokens=max_new_tokens))
+    return out
+
+
+def threshold_step(policy) -> float:
+    """How far one update moves Draft & Verify's threshold: t ← β₂·t + (1 − β₂)·(t ± ε) = t ± (1 − β₂)·ε."""
+    return (1 - policy.beta2) * policy.epsilon
+
+
+def carry_sentence(runs: dict, policy) -> str:
+    """What carrying the policy did: the threshold's start and end over all steps, AR against its target, and the
+    steps one update of (1 − β₂)·ε needs to move the threshold by 0.1."""
+    label = next(iter(runs))
+    steps = [s for r in runs[label] for s in as_trace(r).steps]
+    thr = [s.threshold for s in steps if s.threshold is not None]
+    ar = steps[-1].policy_state.get("acceptance_rate") if steps else None
+    step = threshold_step(policy)
+    moved = thr[-1] - thr[0] if thr else 0.0
+    where = ("fell: AR stayed above the target, so the rule lets drafts run longer" if moved < -step else
+             "rose: AR stayed below the target, so the rule stops drafts earlier" if moved > step else
+             "stayed where it started: AR sat at the target")
+    text = (f"Carried across {len(runs[label])} prompts ({len(steps)} steps), the threshold went from {thr[0]:.3f} "
+            f"to {thr[-1]:.3f} and {where} (AR {ar:.2f} at the end, target {policy.target:g}). "
+            if thr and ar is not None else "")
+    return text + (f"Each update moves it by at most (1 − β₂)·ε = ({1 - policy.beta2:g})·{policy.epsilon:g} = "
+                   f"{step:.3f}, so moving by 0.1 takes at least {round(0.1 / step)} steps: a fresh policy for every "
+                   f"prompt (the lab's default) restarts before it gets there; the paper carries one policy through a "
+                   f"whole evaluation run.")

@@ -12,7 +12,8 @@ from ..core.trace import Trace
 from .style import PALETTE, token_labels, visible
 from .timeline import DRAFT_KINDS, KIND_COLORS, KIND_LABELS, TARGET_KINDS, as_trace, header, plotly_text
 
-__all__ = ["confidence_figure", "threshold_trajectory_figure", "one_pass_figure", "step_html"]
+__all__ = ["confidence_figure", "threshold_trajectory_figure", "threshold_carry_figure", "one_pass_figure",
+           "step_html"]
 
 
 def _step_window(trace: Trace, steps):
@@ -37,8 +38,10 @@ def _confidence_points(trace: Trace, window, labels: dict) -> dict:
             kind = "accepted" if j < s.n_accepted else ("rejected" if j == s.n_accepted else "discarded")
             thr = "" if s.threshold is None else f"<br>threshold in force {s.threshold:.3f}"
             tok_text = plotly_text(labels[tok]) if labels else str(tok)
-            for key, value in (("x", x + j), ("y", c), ("hover", f"<b>{tok_text}</b> ({KIND_LABELS[kind]})<br>step {i}, "
-                               f"drafted token {j + 1} of {s.n_drafted}<br>confidence (draft top-1 prob.) {c:.3f}{thr}")):
+            for key, value in (("x", x + j), ("y", c),
+                               ("hover", f"<b>{tok_text}</b> ({KIND_LABELS[kind]})<br>step {i}, "
+                                         f"drafted token {j + 1} of {s.n_drafted}<br>"
+                                         f"confidence (draft top-1 prob.) {c:.3f}{thr}")):
                 out["pts"][kind][key].append(value)
         out["line"][0].extend([x + j for j in range(s.n_drafted)] + [None])
         out["line"][1].extend(list(s.confidence) + [None])
@@ -67,7 +70,8 @@ def confidence_figure(trace, tokenizer=None, *, steps: tuple[int, int] | None = 
                                hoverinfo="skip", showlegend=False))
     if data["thr"][0]:
         fig.add_trace(go.Scatter(x=data["thr"][0], y=data["thr"][1], mode="lines", hoverinfo="skip",
-                                 line=dict(color=PALETTE["threshold"], width=2.5), name="threshold in force (stop below it)"))
+                                 line=dict(color=PALETTE["threshold"], width=2.5),
+                                 name="threshold in force (stop below it)"))
     for kind, p in data["pts"].items():
         if p["x"]:
             fig.add_trace(go.Scatter(
@@ -107,34 +111,13 @@ def _smoothed_rate(trace: Trace) -> tuple[list, str]:
     return out, "accepted / drafted so far (cumulative)"
 
 
-def _below_target_runs(rates: list, target: float) -> list[list[int]]:
-    """Contiguous runs [first, last] of steps whose rate was below the target."""
-    runs = []
-    for i, r in enumerate(rates):
-        if r is None or r >= target:
-            continue
-        if runs and runs[-1][1] == i - 1:
-            runs[-1][1] = i
-        else:
-            runs.append([i, i])
-    return runs
-
-
 def _add_target(fig, steps: list[int], rates: list, target: float) -> None:
-    """The target rate as a dashed line, and shading (through both rows) where the rate was below it."""
+    """The target rate as a dashed line (no shading: AR sits below a 0.9 target most of a run, so a band "below
+    the target" covered nearly every step and told nothing; the threshold row shows where it rose)."""
     fig.add_trace(go.Scatter(x=[steps[0] - 0.5, steps[-1] + 0.5] if steps else [], y=[target, target], mode="lines",
                              name=f"target AR {target:g} (smoothed accepted / drafted)", hoverinfo="skip",
                              line=dict(color=KIND_COLORS["accepted"], dash="dash", width=1.5)),
                   row=1, col=1, secondary_y=False)
-    runs = _below_target_runs(rates, target)
-    for a, b in runs:
-        fig.add_shape(type="rect", xref="x", yref="paper", x0=a, x1=b + 1, y0=0, y1=1, layer="below",
-                      fillcolor="rgba(222,45,38,0.08)", line_width=0)
-    if runs:
-        fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", hoverinfo="skip",
-                                 name="AR below target: threshold rises next step",
-                                 marker=dict(symbol="square", size=12, color="rgba(222,45,38,0.18)")),
-                      row=1, col=1, secondary_y=False)
 
 
 def threshold_trajectory_figure(trace, *, target: float | None = None, width: int | None = None, height: int = 560):
@@ -143,8 +126,7 @@ def threshold_trajectory_figure(trace, *, target: float | None = None, width: in
     Top: each step's acceptance (accepted / drafted), the smoothed rate the policy reads from
     ``policy_state`` (AdaptiveThreshold; for other policies the cumulative rate from the trace) and
     the ``target`` rate, over grey bars of tokens drafted per step. Bottom, on its own scale: the
-    threshold in force at each step. Shaded: steps after which the smoothed rate was below the target,
-    so the threshold rose for the next step.
+    threshold in force at each step.
     """
     trace = as_trace(trace)
     steps = list(range(len(trace.steps)))
@@ -155,7 +137,8 @@ def threshold_trajectory_figure(trace, *, target: float | None = None, width: in
                         row_heights=[0.6, 0.4] if has_threshold else None,
                         specs=[[{"secondary_y": True}]] + ([[{}]] if has_threshold else []))
     drafted = [s.n_drafted for s in trace.steps]
-    fig.add_trace(go.Bar(x=steps, y=drafted, name="d: tokens drafted in the step", marker=dict(color="rgba(120,120,120,0.25)"),
+    fig.add_trace(go.Bar(x=steps, y=drafted, name="d: tokens drafted in the step",
+                         marker=dict(color="rgba(120,120,120,0.25)"),
                          hovertemplate="step %{x}: %{y} drafted<extra></extra>"), row=1, col=1, secondary_y=True)
     fig.add_trace(go.Scatter(x=steps, y=[s.n_accepted / s.n_drafted if s.n_drafted else None for s in trace.steps],
                              mode="markers", name="this step's accepted / drafted",
@@ -174,13 +157,15 @@ def threshold_trajectory_figure(trace, *, target: float | None = None, width: in
         pad = max(0.01, 0.1 * (hi - lo))
         fig.update_yaxes(title_text="threshold (probability)", range=[lo - pad, hi + pad], gridcolor="#eeeeee",
                          row=2, col=1)
-    header(fig, "The adaptive threshold follows the smoothed accepted / drafted (AR)<br><sup>below the target the threshold "
-                "rises (draft fewer, safer tokens); above it the threshold falls (draft more) · "
+    header(fig, "The adaptive threshold follows the smoothed accepted / drafted (AR)<br>"
+                "<sup>below the target the threshold rises (draft fewer, safer tokens); "
+                "above it the threshold falls (draft more) · "
                 f"{len(steps)} steps, {trace.n_emitted} tokens</sup>", height, legend_rows=2, right=70)
     fig.update_layout(width=width, plot_bgcolor="white", bargap=0.15)
     fig.update_xaxes(showgrid=False)
     fig.update_xaxes(title_text="step", row=2 if has_threshold else 1, col=1)
-    fig.update_yaxes(title_text="accepted / drafted", range=[0, 1.05], gridcolor="#eeeeee", row=1, col=1, secondary_y=False)
+    fig.update_yaxes(title_text="accepted / drafted", range=[0, 1.05], gridcolor="#eeeeee", row=1, col=1,
+                     secondary_y=False)
     top = max(drafted + [1])
     fig.update_yaxes(title_text="tokens drafted d", range=[0, max(3.0, 2.5 * top)], dtick=max(1, math.ceil(top / 4)),
                      showgrid=False, row=1, col=1, secondary_y=True)
@@ -192,8 +177,10 @@ def one_pass_figure(check: dict, *, max_rows: int = 14, width: int | None = None
     """The one-pass check as a table: the token fed in, the sequence's next token, the argmax at that position."""
     table = check["table"].head(max_rows)
     has_text = "next_text" in table
-    col = (lambda name, fallback: [plotly_text(visible(v)) for v in table[name]] if has_text
-           else table[fallback].tolist())
+
+    def col(name, fallback):
+        return [plotly_text(visible(v)) for v in table[name]] if has_text else table[fallback].tolist()
+
     match_text = ["✔ same" if m else "✘ differs" for m in table["match"]]
     match_fill = ["#c7e9c0" if m else "#fcbba1" for m in table["match"]]
     fig = go.Figure(go.Table(
@@ -213,8 +200,9 @@ def one_pass_figure(check: dict, *, max_rows: int = 14, width: int | None = None
     verdict = "all match" if check["all_match"] else f"{check['n_checked'] - check['n_match']} differ"
     shown = f"first {len(table)} of {check['n_checked']} positions shown"
     fig.update_layout(
-        title=dict(text=f"One forward pass predicts every next token at once: {check['n_match']}/{check['n_checked']} "
-                        f"{verdict}<br><sup>one pass over the whole sequence took {check['forward_ms']:.0f} ms{extra} · "
+        title=dict(text=f"One forward pass predicts every next token at once: "
+                        f"{check['n_match']}/{check['n_checked']} {verdict}<br>"
+                        f"<sup>one pass over the whole sequence took {check['forward_ms']:.0f} ms{extra} · "
                         f"{shown}</sup>", x=0.01),
         width=width, height=100 + 30 + 24 * len(table) + 25, margin=dict(l=20, r=20, t=90, b=10),
     )
@@ -298,3 +286,52 @@ def step_html(trace, tokenizer, step: int, prompt_ids=None, *, show_prompt: bool
     return (f'<div style="font-family:sans-serif;font-size:13px;line-height:1.5">{header}<br>{_legend_html()}</div>'
             f'<div style="font-family:monospace;font-size:13px;white-space:pre-wrap;border:1px solid #ddd;'
             f'padding:6px;margin-top:4px;max-height:360px;overflow:auto">{body}</div>')
+
+
+def threshold_carry_figure(runs: dict, *, target: float | None = None, width: int | None = None,
+                           height: int = 560):
+    """The adaptive threshold over consecutive prompts, one line per protocol (``{label: [GenerationResult per
+    prompt]}``, e.g. one policy carried across the prompts against a fresh one for every prompt): top, AR (the
+    smoothed accepted / drafted the policy reads) against its ``target``; bottom, the threshold in force. x counts
+    the tokens generated since the first prompt, so the protocols line up at the prompt boundaries (dotted)."""
+    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08, row_heights=[0.45, 0.55])
+    colors = (PALETTE["threshold"], "#7f7f7f", KIND_COLORS["accepted"])
+    boundaries, all_thr = [], []
+    for i, (label, results) in enumerate(runs.items()):
+        xs, thr, ar, hover, done = [], [], [], [], 0
+        for k, result in enumerate(results):
+            trace = as_trace(result)
+            for j, step in enumerate(trace.steps):
+                xs.append(done)
+                thr.append(step.threshold)
+                ar.append(step.policy_state.get("acceptance_rate"))
+                hover.append(f"prompt {k + 1}, step {j}")
+                done += step.n_emitted
+            if i == 0:
+                boundaries.append(done)
+        all_thr += [t for t in thr if t is not None]
+        line = dict(color=colors[i % len(colors)], width=2.5 if i == 0 else 1.8, dash="solid" if i == 0 else "dot")
+        fig.add_trace(go.Scatter(x=xs, y=ar, mode="lines", name=f"AR, {label}", line=line, legendgroup=label,
+                                 customdata=hover, hovertemplate="%{customdata}: AR %{y:.3f}<extra></extra>"),
+                      row=1, col=1)
+        fig.add_trace(go.Scatter(x=xs, y=thr, mode="lines", name=f"threshold, {label}", legendgroup=label,
+                                 line=dict(line, shape="hv"), customdata=hover,
+                                 hovertemplate="%{customdata}: threshold %{y:.3f}<extra></extra>"), row=2, col=1)
+    if target is not None and boundaries:
+        fig.add_trace(go.Scatter(x=[0, boundaries[-1]], y=[target, target], mode="lines", hoverinfo="skip",
+                                 name=f"target AR {target:g}", line=dict(color="black", dash="dash", width=1)),
+                      row=1, col=1)
+    for b in boundaries[:-1]:
+        fig.add_vline(x=b, line=dict(color="#999999", dash="dot", width=1))
+    if all_thr:
+        lo, hi = min(all_thr), max(all_thr)
+        pad = max(0.02, 0.15 * (hi - lo))
+        fig.update_yaxes(range=[lo - pad, hi + pad], row=2, col=1)
+    header(fig, "One adaptive threshold carried across consecutive prompts, against a fresh one per prompt<br>"
+                f"<sup>{len(boundaries)} prompts (dotted: where the next prompt starts) · the threshold moves by at "
+                "most (1 − β₂)·ε per step</sup>", height, legend_rows=2, right=30)
+    fig.update_layout(width=width, plot_bgcolor="white")
+    fig.update_yaxes(title_text="AR (smoothed accepted / drafted)", range=[0, 1.05], gridcolor="#eeeeee", row=1, col=1)
+    fig.update_yaxes(title_text="threshold (probability)", gridcolor="#eeeeee", row=2, col=1)
+    fig.update_xaxes(title_text="tokens generated since the first prompt", row=2, col=1)
+    return fig

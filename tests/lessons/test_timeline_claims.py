@@ -20,16 +20,61 @@ def trace(steps, conf=0.5, ms_per_token=5.0, threshold=0.25, sampling=False):
 def test_confidence_band_sentence():
     assert "100% had a top-1 probability between 0.2 and 0.6" in tl.confidence_band_sentence(trace([(3, 2)], conf=0.4))
     assert "100% at least 0.6" in tl.confidence_band_sentence(trace([(3, 2)], conf=0.9))
-    assert "stop many drafts" in tl.confidence_band_sentence(trace([(3, 2)], conf=0.9))
+    assert "decides how long drafts run" in tl.confidence_band_sentence(trace([(3, 2)], conf=0.9))
+
+
+def rows_of(ms: dict) -> pd.DataFrame:
+    """measure_once-like rows: {label: (median, min, max) ms per token}; speedups against 'plain loop'."""
+    base = ms["plain loop"][0]
+    return pd.DataFrame({k: {"ms_per_token": m, "ms_min": lo, "ms_max": hi, "speedup": base / m,
+                             "speedup_min": ms["plain loop"][1] / hi, "speedup_max": ms["plain loop"][2] / lo}
+                         for k, (m, lo, hi) in ms.items()}).T
 
 
 def test_sampling_sentence_explains_the_slowdown_or_not():
     greedy = trace([(4, 3)] * 5, ms_per_token=5.0)
     slow = trace([(10, 1)] * 5, ms_per_token=18.0, sampling=True)
     text = tl.sampling_sentence(greedy, slow, AdaptiveThreshold())
-    assert "(3.6x)" in text and "rejected or discarded" in text and "moves at most 0.001 per step" in text
+    assert "18.0 ms/token against 5.0 greedy (one run each)" in text and "rejected or discarded" in text
+    assert "(1 − β₂)·ε = 0.001" in text
     fine = trace([(4, 3)] * 5, ms_per_token=5.0, sampling=True)
     assert "did not waste more drafts" in tl.sampling_sentence(greedy, fine)
+    apart = rows_of({"plain loop": (8, 7.9, 8.1), "greedy": (5, 4.8, 5.2), "sampled": (18, 17, 19)})
+    assert "): slower." in tl.sampling_sentence(greedy, slow, None, apart, ("sampled", "greedy"))
+    close = rows_of({"plain loop": (8, 7.9, 8.1), "greedy": (5, 4.5, 6.5), "sampled": (6, 5.5, 7)})
+    assert "level within the noise" in tl.sampling_sentence(greedy, slow, None, close, ("sampled", "greedy"))
+
+
+def test_row_speed_sentence_says_within_the_noise():
+    rows = rows_of({"plain loop": (8, 7.5, 8.5), "fast": (6, 5.9, 6.1), "tie": (8.1, 7.0, 9.0), "slow": (12, 11, 13)})
+    assert "faster than the plain loop" in tl.row_speed_sentence(rows, "fast", 3)
+    assert "level with the plain loop within the noise" in tl.row_speed_sentence(rows, "tie", 3)
+    assert "slower than the plain loop" in tl.row_speed_sentence(rows, "slow", 3)
+    assert "over 3 interleaved repetitions" in tl.row_speed_sentence(rows, "fast", 3)
+
+
+def test_starting_threshold_reads_the_grid():
+    from grid_fixtures import HUMP, S, make_grid
+
+    grid = make_grid(HUMP)
+    start, text = tl.starting_threshold(grid, S.ratio)
+    setting = grid.nearest(ratio=S.ratio, policy="adaptive", draft_weights="fp32")
+    speeds = grid.vs_threshold("speedup", setting)
+    assert start == grid.thresholds[int(speeds.argmax())] and f"starting at {start:g}" in text
+    assert text.endswith("This notebook starts there.")
+
+
+def test_carry_sentence_and_the_threshold_step():
+    policy = AdaptiveThreshold(initial_threshold=0.6)
+    assert abs(tl.threshold_step(policy) - 0.001) < 1e-12
+    falling = trace([(4, 4)] * 30, threshold=0.6)
+    for i, st in enumerate(falling.steps):
+        st.threshold, st.policy_state = 0.6 - 0.001 * i, {"acceptance_rate": 0.97}
+    text = tl.carry_sentence({"carried": [falling, falling]}, policy)
+    assert "Carried across 2 prompts (60 steps)" in text and "fell" in text and "at least 100 steps" in text
+    for st in falling.steps:
+        st.threshold, st.policy_state = 0.6, {"acceptance_rate": 0.9}
+    assert "stayed where it started" in tl.carry_sentence({"carried": [falling]}, policy)
 
 
 def test_verify_and_drafters_sentences():
@@ -38,6 +83,9 @@ def test_verify_and_drafters_sentences():
     assert "the self was faster" in tl.drafters_sentence(runs)
     runs["self"] = trace([(4, 3)], ms_per_token=9.0)
     assert "the separate was faster" in tl.drafters_sentence(runs)
+    rows = rows_of({"plain loop": (8, 7.9, 8.1), "self": (9, 8.5, 9.5), "separate": (6, 5.8, 6.2)})
+    assert "The separate against the self on this prompt: 6.0 ms/token against 9.0" in tl.drafters_sentence(runs, rows)
+    assert "): faster." in tl.drafters_sentence(runs, rows)
 
 
 def contrast(loop_off, loop_on, novel_off, novel_on, loop_share=0.5, novel_share=0.02):
@@ -46,8 +94,7 @@ def contrast(loop_off, loop_on, novel_off, novel_on, loop_share=0.5, novel_share
                                     ("showcase prompt", novel_share, (novel_off, novel_on))):
         for n, tps in ((0, off), (6, on)):
             rows.append({"text": label, "prompt lookup": n, "tokens per step": tps, "accepted / drafted": 0.5,
-                         "copied share of drafts": 0.0 if n == 0 else 0.3, "ms per token": 5.0,
-                         "repeated share": share})
+                         "copied share of drafts": 0.0 if n == 0 else 0.3, "repeated share": share})
     return pd.DataFrame(rows).set_index(["text", "prompt lookup"])
 
 
