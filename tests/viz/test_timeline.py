@@ -3,13 +3,13 @@
 
 import pytest
 import torch
+from tiny_traces import TOK, VOCAB, StubTokenizer, greedy, model, prompt  # noqa: F401 (fixtures)
 
 import labkit
-from labkit import (AdaptiveThreshold, FixedK, SkipSet, StaticThreshold, autoregressive_generate,
-                    speculative_generate)
+from labkit import AdaptiveThreshold, FixedK, SkipSet, StaticThreshold, autoregressive_generate, speculative_generate
 from labkit.measure import agreement as agr
-from labkit.viz import timeline as tlv, trace as trv
-from tiny_traces import TOK, VOCAB, StubTokenizer, greedy, model, prompt  # noqa: F401 (fixtures)
+from labkit.viz import timeline as tlv
+from labkit.viz import trace as trv
 
 
 @pytest.fixture(scope="module")
@@ -164,3 +164,14 @@ def test_threshold_trajectory_reads_the_policy_state(model, prompt):
     fig = trv.threshold_trajectory_figure(fixed)                 # no adaptive state: cumulative rate, no threshold
     names = {t.name for t in fig.data}
     assert "accepted / drafted so far (cumulative)" in names and "threshold in force" not in names
+
+
+def test_threshold_carry_figure_lines_up_the_prompts(model, prompt):
+    policy = AdaptiveThreshold(initial_threshold=0.3)
+    carried = [speculative_generate(model, prompt, skip=SkipSet(mlp=[3]), policy=policy, max_new_tokens=20)
+               for _ in range(2)]
+    fig = trv.threshold_carry_figure({"carried": carried}, target=policy.target)
+    by_name = {t.name: t for t in fig.data}
+    assert list(by_name["threshold, carried"].y) == [s.threshold for r in carried for s in r.trace.steps]
+    assert carried[1].trace.steps[0].threshold == carried[0].trace.steps[-1].policy_state["threshold"]
+    assert not fig.layout.shapes or all(s.type == "line" for s in fig.layout.shapes)     # prompt boundaries only
