@@ -8,6 +8,7 @@ the wall-clock table as a reader sees it. Notation: docs/notation.md.
 """
 from __future__ import annotations
 
+import math
 import statistics
 
 import numpy as np
@@ -114,17 +115,27 @@ def single_block_sentence(single: dict, names: tuple[str, str]) -> str:
     return "; ".join(parts) + "."
 
 
-def redundancy_sentence(half: dict, trained: dict, paths: dict, default_name: str) -> str:
-    """Agreement at half the blocks skipped, and the trained path against greedy's set of the same size."""
+def redundancy_sentence(half: dict, trained: dict, paths: dict, default_name: str,
+                        n_positions: int | None = None) -> str:
+    """Agreement at half the blocks skipped, and the trained path against greedy's set of the same size. With
+    ``n_positions`` (the probe's scored positions) a difference within two standard errors of a difference of two
+    agreements, 2·√(2·a(1 − a)/n), is called within the noise."""
     names = list(half)
     text = (f"With half the blocks skipped, {join([f'{n} agrees on {half[n]:.1%}' for n in names])} of the "
             f"positions. ")
-    for label, (skip, a) in trained.items():
+    for skip, a in trained.values():
         greedy_skip, greedy_a = paths[default_name][skip.n_skipped - 1]
         text += (f"The trained draft path agrees on {a:.1%}, greedy elimination's set of the same size "
-                 f"({skip.n_skipped} blocks) on {greedy_a:.1%}: "
-                 + ("greedy, one block at a time, walked past the better set. " if a > greedy_a + 1e-9 else
-                    "greedy found a set at least as good. "))
+                 f"({skip.n_skipped} blocks) on {greedy_a:.1%}: ")
+        mean = (a + greedy_a) / 2
+        se = math.sqrt(max(mean * (1 - mean), 1e-12) / n_positions) if n_positions else 0.0
+        if n_positions and abs(a - greedy_a) <= 2 * math.sqrt(2) * se:
+            text += (f"within the noise ({n_positions} positions, one standard error about {100 * se:.1f} points): "
+                     f"this probe cannot tell the two sets apart. ")
+        elif a > greedy_a + 1e-9:
+            text += "greedy, one block at a time, walked past the better set. "
+        else:
+            text += "greedy found a set at least as good. "
     return text.strip()
 
 
@@ -140,7 +151,8 @@ def path_ends_sentence(predicted, full_step_ms: float) -> str:
                     "the fixed part and the verify pass happen to cost nothing extra on this fit")}
     parts = []
     for name, row in ends.items():
-        ms, (slower, level) = float(row["ms_per_token"]), why["Skipping nothing" if name == "Skipping nothing" else "skip"]
+        ms = float(row["ms_per_token"])
+        slower, level = why["Skipping nothing" if name == "Skipping nothing" else "skip"]
         if ms > full_step_ms * 1.005:
             parts.append(f"{name} is predicted at {ms:.2f} ms/token, slower than plain decoding: {slower}")
         else:
@@ -239,8 +251,11 @@ def set_tradeoff_sentence(cost_model, search: tuple[SkipSet, float], greedy: tup
     if more == 0 and cheaper == 0:
         return text + "The two sets are level on both counts."
     if cheaper > 0:
-        return text + ("The search traded agreement for a cheaper draft: it scores f, not agreement, and a draft "
-                       "that is right less often can win if it costs a small enough fraction of a step.")
+        text += "The search traded agreement for a cheaper draft (it scores f, not agreement): "
+        if s_f < g_f * (1 - ms_rel_tol):
+            return text + "here the trade paid, its predicted f is the lower."
+        return text + ("here it did not pay, greedy's set is predicted faster: a set the search did not find in its "
+                       "trials.")
     return text + ("Greedy elimination's set is at least as good on both counts: a set the search did not find in "
                    "its trials.")
 
@@ -284,8 +299,8 @@ def acceptance_sentence(alpha: float, measured: float, d: float, probe_share: fl
             f"E[accepted / drafted] = (α + α² + … + α^d) / d = {iid:.3f}. ")
     if abs(iid - measured) <= 0.05:
         return text + "That accounts for the gap."
-    text += (f"The rest of the gap ({iid - measured:+.3f}) comes from the text: α was measured on the prompts the search "
-             f"chose the set on, this run's prompt is new")
+    text += (f"The rest of the gap ({iid - measured:+.3f}) comes from the text: "
+             f"α was measured on the prompts the search chose the set on, this run's prompt is new")
     if probe_share is not None and run_share is not None:
         text += (f" ({probe_share:.0%} of the probe's continuation tokens complete a 4-gram seen before, "
                  f"{run_share:.0%} of this run's")
@@ -294,22 +309,33 @@ def acceptance_sentence(alpha: float, measured: float, d: float, probe_share: fl
 
 
 def wall_clock_sentence(wall, predicted: float, expected_acc: float | None = None,
-                        measured_acc: float | None = None) -> str:
-    """Measured speedups (median of interleaved runs) against the modelled prediction; ``expected_acc`` /
-    ``measured_acc``: accepted / drafted the prediction implies and the run measured (fixed γ)."""
+                        measured_acc: float | None = None, acc_row: str | None = None) -> str:
+    """Each measured speedup (median of interleaved runs, min-max over them when the frame has it) against plain
+    decoding and against the modelled prediction, row by row; ``expected_acc`` / ``measured_acc``: accepted /
+    drafted the prediction implies and the run measured for ``acc_row`` (the fixed-γ row), the reason given for
+    that row only."""
     rows = wall.drop(index="plain decoding")
-    parts = [f"{label}: {row['speedup']:.2f}x" for label, row in rows.iterrows()]
-    best = float(rows["speedup"].max())
-    text = f"Measured ({join(parts)}) against {predicted:.2f}x predicted: "
-    text += ("slower than plain decoding on this run" if best < 1.0 else
-             "a speedup, smaller than predicted" if best < predicted * 0.95 else "about as predicted or better")
-    reasons = []
+    parts = []
+    for label, row in rows.iterrows():
+        lo, hi = row.get("speedup_min", row["speedup"]), row.get("speedup_max", row["speedup"])
+        spread = f" (min–max {lo:.2f}–{hi:.2f})" if "speedup_min" in row else ""
+        verdict = ("faster than plain decoding" if lo > 1 else "slower than plain decoding" if hi < 1 else
+                   "level with plain decoding within the noise")
+        if hi < predicted * 0.95:
+            verdict += ", below the prediction"
+        elif lo > predicted * 1.05:
+            verdict += ", above the prediction"
+        else:
+            verdict += ", about as predicted"
+        parts.append(f"{label} {row['speedup']:.2f}x{spread}: {verdict}")
+    text = f"Predicted {predicted:.2f}x; measured: " + "; ".join(parts) + ". "
+    if acc_row is None and len(rows):
+        acc_row = rows.index[0]
     if expected_acc is not None and measured_acc is not None and measured_acc < expected_acc - 0.1:
-        reasons.append(f"the drafts were accepted far less often than the prediction assumed ({measured_acc:.2f} "
-                       f"against {expected_acc:.2f} accepted / drafted; section 7 says why)")
-    if best < predicted * 0.95:
-        reasons.append("the cost model leaves out the decoder's bookkeeping and the prefill, and one short run on a "
-                       "shared machine is a noisy sample")
-    text += (": " + "; ".join(reasons) if reasons else "") + ". "
+        text += (f"The {acc_row} drafts were accepted far less often than the prediction assumed ({measured_acc:.2f} "
+                 f"against {expected_acc:.2f} accepted / drafted; the next sentence says why). ")
+    if any(r.get("speedup_max", r["speedup"]) < predicted * 0.95 for _, r in rows.iterrows()):
+        text += ("The cost model leaves out the decoder's bookkeeping and the prefill, and one prompt on a shared "
+                 "machine is a small sample. ")
     return text + ("Greedy speculative output was identical to plain decoding in every run."
                    if bool(wall["identical"].all()) else "But an output DIFFERED from plain decoding: a bug.")

@@ -1,6 +1,7 @@
 """Notebook 02's sentences turn with the data (fake numbers that reverse each claim)."""
-import pandas as pd
 from types import SimpleNamespace
+
+import pandas as pd
 
 from labkit import SkipSet
 from labkit.lessons import layer_skip as ls
@@ -74,15 +75,28 @@ def test_acceptance_sentence_explains_the_gap():
 
 
 def test_wall_clock_sentence_gives_the_reasons_the_data_shows():
-    wall = pd.DataFrame({"speedup": [1.0, 0.74, 0.92], "identical": [True] * 3},
+    wall = pd.DataFrame({"speedup": [1.0, 0.74, 0.92], "speedup_min": [1.0, 0.70, 0.85],
+                         "speedup_max": [1.0, 0.78, 1.05], "identical": [True] * 3},
                         index=["plain decoding", "fixed", "adaptive"])
-    text = ls.wall_clock_sentence(wall, 1.27, expected_acc=0.81, measured_acc=0.31)
-    assert "slower than plain decoding" in text and "accepted far less often" in text and "identical" in text
-    fast = wall.assign(speedup=[1.0, 1.3, 1.25])
+    text = ls.wall_clock_sentence(wall, 1.27, expected_acc=0.81, measured_acc=0.31, acc_row="fixed")
+    assert "fixed 0.74x (min–max 0.70–0.78): slower than plain decoding, below the prediction" in text
+    assert "adaptive 0.92x (min–max 0.85–1.05): level with plain decoding within the noise" in text
+    assert "The fixed drafts were accepted far less often" in text and "section 7" not in text and "identical" in text
+    fast = wall.assign(speedup=[1.0, 1.3, 1.25], speedup_min=[1.0, 1.25, 1.2], speedup_max=[1.0, 1.35, 1.3])
     text = ls.wall_clock_sentence(fast, 1.27, expected_acc=0.81, measured_acc=0.78)
-    assert "about as predicted or better" in text and "accepted far less" not in text
+    assert "faster than plain decoding, about as predicted" in text and "accepted far less" not in text
     bad = wall.assign(identical=[True, False, True])
     assert "DIFFERED" in ls.wall_clock_sentence(bad, 1.27)
+
+
+def test_redundancy_sentence_says_within_the_noise():
+    a, b = SkipSet(attention=[1], mlp=[2]), SkipSet(attention=[2], mlp=[2])
+    paths = {"d": [(SkipSet(attention=[1]), 0.99), (b, 0.953)]}
+    close = ls.redundancy_sentence({"d": 0.953}, {"t": (a, 0.958)}, paths, "d", n_positions=192)
+    assert "within the noise (192 positions" in close and "walked past" not in close
+    apart = ls.redundancy_sentence({"d": 0.80}, {"t": (a, 0.958)}, {"d": [paths["d"][0], (b, 0.80)]}, "d",
+                                   n_positions=192)
+    assert "walked past the better set" in apart
 
 
 def test_pooling_sentence_describes_the_bars_it_is_given():
@@ -119,8 +133,12 @@ def test_set_tradeoff_sentence_turns_with_agreement_and_cost():
     both = ls.set_tradeoff_sentence(cm, (whole_layer, 0.828), (split, 0.760))
     assert "the search's set agrees on 82.8%" in both and "greedy elimination's on 76.0%" in both
     assert "better on both counts: nothing was traded" in both and "missed a set of this size" in both
-    assert "traded agreement for a cheaper draft" in ls.set_tradeoff_sentence(cm, (whole_layer, 0.70), (split, 0.76))
-    assert "traded a dearer draft for higher agreement" in ls.set_tradeoff_sentence(cm, (split, 0.83), (whole_layer, 0.76))
+    traded = ls.set_tradeoff_sentence(cm, (whole_layer, 0.75), (split, 0.76))
+    assert "traded agreement for a cheaper draft" in traded and "the trade paid" in traded
+    lost = ls.set_tradeoff_sentence(cm, (whole_layer, 0.40), (split, 0.76))
+    assert "traded agreement for a cheaper draft" in lost and "did not pay, greedy's set is predicted faster" in lost
+    assert ("traded a dearer draft for higher agreement"
+            in ls.set_tradeoff_sentence(cm, (split, 0.83), (whole_layer, 0.76)))
     worse = ls.set_tradeoff_sentence(cm, (split, 0.70), (whole_layer, 0.76))
     assert "Greedy elimination's set is at least as good on both counts" in worse and "nothing was traded" not in worse
     same_cost = ls.set_tradeoff_sentence(cm, (SkipSet(attention=[0]), 0.9), (SkipSet(attention=[1]), 0.8))
@@ -132,8 +150,9 @@ def test_set_tradeoff_sentence_turns_with_agreement_and_cost():
 
 
 def test_display_table_shows_a_dash_not_nan():
-    wall = pd.DataFrame({"ms_per_token": [3.886, 4.4721], "speedup": [1.0, 0.869], "acceptance_rate": [float("nan"), 0.441],
-                         "identical": [True, True]}, index=["plain decoding", "fixed"])
+    wall = pd.DataFrame({"ms_per_token": [3.886, 4.4721], "speedup": [1.0, 0.869],
+                         "acceptance_rate": [float("nan"), 0.441], "identical": [True, True]},
+                        index=["plain decoding", "fixed"])
     shown = display_table(wall)
     assert shown.loc["plain decoding", "acceptance_rate"] == "–" and shown.loc["fixed", "acceptance_rate"] == "0.441"
     assert shown.loc["fixed", "ms_per_token"] == "4.472" and "NaN" not in shown.to_string()
