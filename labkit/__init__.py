@@ -8,11 +8,6 @@ measure types; ``lessons`` is the notebooks' glue.
 """
 from pathlib import Path as _Path
 
-# `python -m labkit.bench` and the other older command forms: labkit/_aliases/<name>.py is the module labkit.<name>
-# (each forwards to `python -m labkit <command>`, labkit/cli.py; docs/architecture.md, "command line").
-__path__.append(str(_Path(__file__).with_name("_aliases")))
-del _Path
-
 from .artifacts import Prompt, best_config, best_skip_set, load_draft_head, load_model
 from .artifacts.prompts import prompts
 from .core import (
@@ -31,17 +26,23 @@ from .core import (
                    TargetConfidenceGate,
                    Trace,
                    autoregressive_generate,
+                   draft_tree,
                    jacobi_generate,
                    skipping,
                    speculative_generate,
 )
 from .measure.strategies import skip_strategy
 
+# `python -m labkit.bench` and the other older command forms: labkit/_aliases/<name>.py is the module labkit.<name>
+# (each forwards to `python -m labkit <command>`, labkit/cli.py; docs/architecture.md, "command line").
+__path__.append(str(_Path(__file__).with_name("_aliases")))
+del _Path
+
 __all__ = [
-    "AdaptiveThreshold", "DraftConfig", "DraftPolicy", "EarlyExitDrafter", "FixedK", "GenerationResult", "JacobiTrace", "Prompt",
-    "SUPPORTED_ARCHITECTURES", "SkipSet", "SkipStrategy", "StaticThreshold", "StepRecord", "TargetConfidenceGate",
-    "Trace",
-    "autoregressive_generate", "best_config", "best_skip_set", "jacobi_generate", "load_draft_head", "load_model", "prompts", "skip_strategy",
-    "skipping", "speculative_generate",
+    "AdaptiveThreshold", "DraftConfig", "DraftPolicy", "EarlyExitDrafter", "FixedK", "GenerationResult", "JacobiTrace",
+    "Prompt", "SUPPORTED_ARCHITECTURES", "SkipSet", "SkipStrategy", "StaticThreshold", "StepRecord",
+    "TargetConfidenceGate", "Trace",
+    "autoregressive_generate", "best_config", "best_skip_set", "draft_tree", "jacobi_generate", "load_draft_head", "load_model",
+    "prompts", "skip_strategy", "skipping", "speculative_generate",
 ]
 __version__ = "0.1.0"

@@ -3,7 +3,8 @@
 Which models and blocks: ``architectures``, ``skip`` (SkipSet, the swap that removes blocks), ``cache``, ``forward``,
 ``state``, ``checks`` (argument checks). How q and p are drawn: ``sampling``. When drafting stops: ``policies``,
 ``gate``. Which blocks each draft skips: ``strategies`` (a package, one module per paper). The draft's weights and
-head: ``draft_weights``, ``draft_head``, and ``draft_config`` (one draft configuration as data). Who drafts:
+head: ``draft_weights``, ``draft_head``, and ``draft_config`` (one draft configuration as data). What a draft
+is: ``draft`` (a chain or a tree); how a tree grows and is verified: ``tree_shapes``, ``tree``. Who drafts:
 ``drafters``, ``early_exit``. How the target verifies: ``verify``. What a step is worth: ``expectation``. The loop:
 ``decoding``; what it recorded: ``trace``. Another way to decode in parallel: ``jacobi``."""
 from .architectures import SUPPORTED_ARCHITECTURES, check_supported
@@ -34,12 +35,13 @@ from .strategies import (
     StaticStrategy,
 )
 from .trace import JacobiIteration, JacobiTrace, StepRecord, Trace
+from .tree_shapes import draft_tree
 
 __all__ = [
-    "AdaptiveThreshold", "Draft", "DraftConfig", "DraftHead", "DraftPolicy", "Drafter", "EarlyExitDrafter", "FixedK", "GenerationResult",
-    "InContextStrategy", "JacobiIteration", "JacobiTrace", "KnapsackStrategy", "LookupDrafter", "ModelDrafter",
-    "OnTheFlyStrategy", "SUPPORTED_ARCHITECTURES", "SelfDrafter", "SkipSet", "SkipStrategy", "StaticStrategy",
-    "StaticThreshold", "StepRecord", "TargetConfidenceGate", "Trace", "Warp", "autoregressive_generate",
-    "check_supported", "crop_to", "format_skip_set", "forward_tokens", "jacobi_generate", "new_cache", "ngram_lookup",
-    "parse_skip_set", "skipping", "speculative_generate",
+    "AdaptiveThreshold", "Draft", "DraftConfig", "DraftHead", "DraftPolicy", "Drafter", "EarlyExitDrafter", "FixedK",
+    "GenerationResult", "InContextStrategy", "JacobiIteration", "JacobiTrace", "KnapsackStrategy", "LookupDrafter",
+    "ModelDrafter", "OnTheFlyStrategy", "SUPPORTED_ARCHITECTURES", "SelfDrafter", "SkipSet", "SkipStrategy",
+    "StaticStrategy", "StaticThreshold", "StepRecord", "TargetConfidenceGate", "Trace", "Warp",
+    "autoregressive_generate", "check_supported", "crop_to", "format_skip_set", "forward_tokens", "jacobi_generate",
+    "draft_tree", "new_cache", "ngram_lookup", "parse_skip_set", "skipping", "speculative_generate",
 ]

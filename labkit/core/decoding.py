@@ -27,6 +27,7 @@ from .skip import SkipSet
 from .state import DecodingState
 from .strategies import SkipStrategy
 from .trace import JacobiTrace, StepRecord, Trace
+from .tree_shapes import TreeShape
 from .verify import accept, full_forward, verify
 
 __all__ = ["GenerationResult", "autoregressive_generate", "speculative_generate", "prefill", "decode_one_token",
@@ -88,7 +89,8 @@ def _check_policy(policy) -> DraftPolicy:
     if policy is None:
         return AdaptiveThreshold()
     if not isinstance(policy, DraftPolicy):
-        raise TypeError(f"policy must be a labkit draft policy (FixedK, StaticThreshold, AdaptiveThreshold), got {policy!r}")
+        raise TypeError(f"policy must be a labkit draft policy (FixedK, StaticThreshold, AdaptiveThreshold), "
+                        f"got {policy!r}")
     return policy
 
 
@@ -105,21 +107,23 @@ def speculative_step(state: DecodingState, drafter: Drafter, policy: DraftPolicy
     t1 = time.perf_counter()
     logits, hidden_states = (draft.forward or full_forward)(state, draft)
     verdict = verify(state, logits, draft, keep_p=keep_p, hidden_states=hidden_states)
-    new, kind = accept(state, draft.tokens, verdict)
+    new, kind = accept(state, draft, verdict)
     t2 = time.perf_counter()
     drafter.commit(state, draft, verdict)
     t3 = time.perf_counter()
     if draft.source == "model":                          # copied drafts say nothing about the model's confidence
-        policy.update(len(draft), verdict.n_accepted)
+        policy.update(draft.depth, verdict.n_accepted)       # a tree: its deepest path, what a chain would be
     policy.observe_target(verdict.target_confidence)
     t4 = time.perf_counter()
-    p_drafted = verdict.p[torch.arange(len(draft)), draft.tokens].tolist() if verdict.p is not None and draft.tokens else []
+    rows = torch.tensor(draft.parents) + 1                   # the row of p each node's token was judged at
+    p_drafted = verdict.p[rows, draft.tokens].tolist() if verdict.p is not None and draft.tokens else []
     return StepRecord(
         position=verdict.start, drafted=draft.tokens, q=draft.q, confidence=draft.confidence, p=p_drafted,
         n_accepted=verdict.n_accepted, next_token=verdict.next_token if kind != "none" else -1, next_kind=kind,
         threshold=threshold, draft_s=t1 - t0 - draft.select_s, verify_s=(t2 - t1) + (t4 - t3),
         policy_state=policy.state(), n_emitted=len(new), draft_source=draft.source,
-        target_confidence=verdict.target_confidence, skip=draft.skip, select_s=draft.select_s + (t3 - t2))
+        target_confidence=verdict.target_confidence, skip=draft.skip, select_s=draft.select_s + (t3 - t2),
+        parents=draft.tree, path=verdict.path)
 
 
 @torch.inference_mode()
@@ -128,7 +132,7 @@ def speculative_generate(model, input_ids, *, skip: SkipSet | SkipStrategy | Non
                          do_sample: bool = False, temperature: float = 1.0, top_k: int | None = None,
                          top_p: float | None = None, generator: torch.Generator | None = None, eos_token_id=None,
                          lookup: int = 0, draft_weights: str | None = None, draft_head: DraftHead | None = None,
-                         record_trace: bool = True) -> GenerationResult:
+                         tree: TreeShape | None = None, record_trace: bool = True) -> GenerationResult:
     """Draft with ``model`` minus the blocks in ``skip`` (or with ``draft_model``, or any ``drafter``), verify
     with ``model``. Greedy output is token-identical to plain greedy decoding; sampled output is an exact
     sample of the (warped) target distribution.
@@ -141,15 +145,18 @@ def speculative_generate(model, input_ids, *, skip: SkipSet | SkipStrategy | Non
     verification uses the model's own weights; see :mod:`labkit.core.draft_weights`). ``draft_head`` (a
     :class:`~labkit.core.draft_head.DraftHead`, :func:`labkit.load_draft_head`) corrects the self-draft's last
     hidden state; it belongs to one skip set, which ``skip`` must be (the output is the same with or without it).
+    ``tree`` (:func:`labkit.draft_tree`) lets the self-draft propose a tree of continuations, all verified in one
+    forward (:mod:`labkit.core.tree`); None or ``draft_tree("chain")``: one continuation.
     """
     input_ids = check_inputs(model, input_ids, max_new_tokens)
     if drafter is None:
         drafter = make_drafter(model, skip=skip, draft_model=draft_model, lookup=lookup, draft_weights=draft_weights,
-                               draft_head=draft_head)
+                               draft_head=draft_head, tree=tree)
     elif not isinstance(drafter, Drafter):
         raise TypeError(f"drafter must be a labkit.core.drafters.Drafter, got {type(drafter).__name__}")
-    elif skip is not None or draft_model is not None or lookup or draft_weights is not None or draft_head is not None:
-        raise ValueError("give a drafter or skip / draft_model / lookup / draft_weights / draft_head, not both")
+    elif (skip is not None or draft_model is not None or lookup or draft_weights is not None or draft_head is not None
+          or tree is not None):
+        raise ValueError("give a drafter or skip / draft_model / lookup / draft_weights / draft_head / tree, not both")
     policy = _check_policy(policy)
     policy.begin()
     state = DecodingState(model, new_cache(model), input_ids[0].tolist(), input_ids.shape[1],

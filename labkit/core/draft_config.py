@@ -63,7 +63,8 @@ class DraftConfig:
 
     def describe(self, n_layers: int | None = None) -> str:
         kind = "threshold" if self.policy == "static" else "initial threshold"
-        size = f"{self.skip.n_skipped} blocks skipped" + (f" (ratio {self.skip.ratio(n_layers):.3f})" if n_layers else "")
+        size = (f"{self.skip.n_skipped} blocks skipped"
+                + (f" (ratio {self.skip.ratio(n_layers):.3f})" if n_layers else ""))
         return (f"{size}, {self.weights_label} draft weights, {self.policy} stop rule ({kind} {self.threshold:g}, "
                 f"at most {self.max_draft} drafted)")
 

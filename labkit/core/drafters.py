@@ -26,15 +26,14 @@ help of another one (a cascade): both only need ``draft`` and ``commit``.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from contextlib import nullcontext
-from dataclasses import dataclass, field
 
 import torch
 
 from .architectures import check_mask_free_drafting, check_supported
 from .cache import crop_to, new_cache
 from .checks import check_int
+from .draft import Draft
 from .draft_head import DraftHead
 from .draft_weights import draft_weights as build_draft_weights
 from .forward import forward_tokens
@@ -43,39 +42,12 @@ from .sampling import sample
 from .skip import SkipSet, skipping
 from .state import DecodingState
 from .strategies import SkipStrategy, StaticStrategy
+from .tree import tree_forward, tree_verify_forward
+from .tree_shapes import GrowingTree, TreeShape
 from .verify import Verdict
 
 __all__ = ["Draft", "Drafter", "SelfDrafter", "ModelDrafter", "LookupDrafter", "ngram_lookup", "make_drafter",
            "stop_signal"]
-
-
-@dataclass
-class Draft:
-    tokens: list[int] = field(default_factory=list)         # d_1..d_γ
-    q: list[float] = field(default_factory=list)            # q(d_i)
-    confidence: list[float] = field(default_factory=list)   # max q at each position (what policies read)
-    q_dists: list[torch.Tensor] = field(default_factory=list)   # sampling only: q at each position, (V,) each
-    source: str = "model"                                    # 'model' or 'lookup'
-    skip: SkipSet | None = None                              # the set a self-draft skipped
-    drafter: object | None = None                            # who made it (wrappers pass their inner drafts on)
-    select_s: float = 0.0                                    # seconds spent choosing how to draft, inside draft()
-    forward: Callable | None = None                          # (state, draft) -> (logits (γ+1, V), hidden states
-                                                             # or None); None: one full forward of the target
-
-    def __len__(self) -> int:
-        return len(self.tokens)
-
-    @property
-    def parents(self) -> list[int]:
-        """Each node's parent (-1: the pending token). A chain: node i follows node i - 1."""
-        return list(range(-1, len(self.tokens) - 1))
-
-    def add(self, token: int, q: torch.Tensor, keep_dist: bool) -> None:
-        self.tokens.append(token)
-        self.q.append(float(q[token]))
-        self.confidence.append(float(q.max()))
-        if keep_dist:
-            self.q_dists.append(q)
 
 
 class Drafter:
@@ -129,7 +101,7 @@ class SelfDrafter(Drafter):
     the fixed set ``skip``, applied to the draft's last hidden state only."""
 
     def __init__(self, model, skip: SkipSet | SkipStrategy | None = None, weights: str | None = None,
-                 head: DraftHead | None = None):
+                 head: DraftHead | None = None, tree=None):
         skip = skip if skip is not None else SkipSet()
         if not isinstance(skip, (SkipSet, SkipStrategy)):
             raise TypeError(f"skip must be a labkit.SkipSet or a skip strategy (labkit.skip_strategy), "
@@ -143,8 +115,11 @@ class SelfDrafter(Drafter):
         if head is not None:                 # a strategy is never the set the head was fitted for: ValueError
             head.check(model, skip)
         self.strategy = (StaticStrategy(skip) if isinstance(skip, SkipSet) else skip).bind(model)
+        if tree is not None and type(self.strategy).needs_hidden_states is not SkipStrategy.needs_hidden_states:
+            raise ValueError(f"a tree draft cannot be verified with the hidden states the {self.strategy.name} "
+                             f"strategy learns from: use a fixed skip set or another strategy")
         self.weights = build_draft_weights(model, weights)
-        self.model, self.head = model, head
+        self.model, self.head, self.tree = model, head, tree
 
     def prepare(self, state: DecodingState, prompt_ids: torch.Tensor) -> None:
         self.strategy.start(state)
@@ -155,13 +130,26 @@ class SelfDrafter(Drafter):
         t1 = time.perf_counter()
         with skipping(self.model, skip), (self.weights.swapped() if self.weights else nullcontext()), \
                 (self.head.applied(self.model) if self.head is not None else nullcontext()):
-            draft, _ = draft_tokens(self.model, state.cache, [state.tokens[-1]], state.position - 1, state, budget,
-                                    policy)
+            if self.tree is None:
+                draft, _ = draft_tokens(self.model, state.cache, [state.tokens[-1]], state.position - 1, state,
+                                        budget, policy)
+            else:
+                draft = self._draft_tree(state, budget, policy)
         self.strategy.drafted(len(draft), time.perf_counter() - t1)
         draft.skip, draft.drafter, draft.select_s = skip, self, t1 - t0
         if self.strategy.needs_hidden_states:                    # the strategy watches the verify forward
             draft.forward = self.strategy.verify_forward
         return draft
+
+    def _draft_tree(self, state: DecodingState, depth: int, policy: DraftPolicy) -> Draft:
+        """A tree of at most ``depth`` levels grown by ``self.tree`` with this drafter's draft forwards."""
+        def forward(tokens, positions, visible):
+            return tree_forward(self.model, state.cache, tokens, positions, visible, state.position - 1)
+
+        growing = GrowingTree(state, forward)
+        self.tree.grow(growing, depth, policy)
+        growing.draft.forward = tree_verify_forward
+        return growing.draft
 
     def commit(self, state: DecodingState, draft: Draft, verdict: Verdict) -> None:
         self.strategy.observe(state, verdict.start, verdict, len(draft) if draft.drafter is self else 0)
@@ -239,17 +227,21 @@ class LookupDrafter(Drafter):
 
 
 def make_drafter(model, *, skip: SkipSet | SkipStrategy | None = None, draft_model=None, lookup: int = 0,
-                 draft_weights: str | None = None, draft_head: DraftHead | None = None) -> Drafter:
+                 draft_weights: str | None = None, draft_head: DraftHead | None = None, tree=None) -> Drafter:
     """The drafter ``speculative_generate``'s arguments describe (self-drafting unless a draft model is given;
     ``skip``: a set or a skip strategy; ``draft_weights``: the self-draft's weights, None or "int8";
-    ``draft_head``: a head fitted for the set ``skip``)."""
+    ``draft_head``: a head fitted for the set ``skip``; ``tree``: a tree shape, :func:`labkit.draft_tree`)."""
     if skip is not None and draft_model is not None:
         raise ValueError("give either skip (self-drafting) or draft_model, not both")
     if draft_weights is not None and draft_model is not None:
         raise ValueError("draft_weights applies to self-drafting; give it without draft_model")
     if draft_head is not None and draft_model is not None:
         raise ValueError("draft_head applies to self-drafting; give it without draft_model")
+    if tree is not None and draft_model is not None:
+        raise ValueError("tree applies to self-drafting; give it without draft_model")
+    if tree is not None and not isinstance(tree, TreeShape):
+        raise TypeError(f"tree must be a tree shape from labkit.draft_tree(name), got {tree!r}")
     check_int("lookup", lookup, 0)
     drafter = (ModelDrafter(model, draft_model) if draft_model is not None
-               else SelfDrafter(model, skip, draft_weights, draft_head))
+               else SelfDrafter(model, skip, draft_weights, draft_head, tree))
     return LookupDrafter(lookup, drafter) if lookup else drafter

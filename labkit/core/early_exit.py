@@ -70,7 +70,8 @@ def check_exit_layer(model, exit_layer) -> int:
 @contextlib.contextmanager
 def _keeping_output(layer: nn.Module, kept: list) -> Iterator[None]:
     """While inside, every output (1, T, H) of ``layer`` is appended to ``kept``."""
-    handle = layer.register_forward_hook(lambda module, args, out: kept.append(out[0] if isinstance(out, tuple) else out))
+    handle = layer.register_forward_hook(
+        lambda module, args, out: kept.append(out[0] if isinstance(out, tuple) else out))
     try:
         yield
     finally:

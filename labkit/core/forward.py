@@ -28,7 +28,8 @@ def _cache_keyword(model_class: type) -> str:
     return "cache" if "cache" in inspect.signature(model_class.forward).parameters else "past_key_values"
 
 
-def forward_tokens(model, token_ids: list[int] | torch.Tensor, start: int, cache, logits_to_keep: int = 0) -> torch.Tensor:
+def forward_tokens(model, token_ids: list[int] | torch.Tensor, start: int, cache,
+                   logits_to_keep: int = 0) -> torch.Tensor:
     """Feed tokens at positions start.. into the model with the cache; returns (T or logits_to_keep, V) logits."""
     return model_output(model, token_ids, start, cache, logits_to_keep).logits[0]                # (T', V)
 

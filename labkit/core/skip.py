@@ -215,7 +215,8 @@ def skipping(model: nn.Module, skip: SkipSet | None) -> Iterator[nn.Module]:
             if i in att and i in mlp:
                 swap(layers._modules, str(i), _SKIPPED_LAYER)
                 continue
-            for block, skipped, stand_in in (("self_attn", i in att, _SKIPPED_ATTENTION), ("mlp", i in mlp, _SKIPPED_MLP)):
+            for block, skipped, stand_in in (("self_attn", i in att, _SKIPPED_ATTENTION),
+                                             ("mlp", i in mlp, _SKIPPED_MLP)):
                 if skipped:
                     swap(layer._modules, block, stand_in)
                     for norm in norms[block]:

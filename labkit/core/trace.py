@@ -35,6 +35,8 @@ class StepRecord:
     target_confidence: float = float("nan")   # the target's probability of the token it emitted itself
     skip: object = None           # the SkipSet a self-draft skipped (None: lookup, a separate model, or no draft)
     select_s: float = 0.0         # wall time a skip strategy spent choosing/learning (not in draft_s or verify_s)
+    parents: list[int] | None = None   # a tree draft: each drafted node's parent (-1: the pending token)
+    path: list[int] | None = None      # a tree draft: the accepted nodes, root to leaf
 
     @property
     def n_drafted(self) -> int:

@@ -17,6 +17,7 @@ from .cache import crop_to
 from .forward import model_output
 from .sampling import residual_distribution, sample
 from .state import DecodingState
+from .tree import keep_path, verify_tree_greedy, verify_tree_sampling
 
 __all__ = ["Verdict", "target_forward", "full_forward", "forward_with_hidden_states", "verify", "verify_greedy",
            "verify_sampling", "accept"]
@@ -30,6 +31,8 @@ class Verdict:
     target_confidence: float = float("nan")   # p(next_token) at its position: how sure the target was
     hidden_states: tuple | None = None        # the target's hidden states at [pending, d_1..d_γ], when asked for
     start: int = 0                            # the step began at this position (the pending token sits at start - 1)
+    path: list[int] | None = None             # a tree draft: the accepted nodes, root to leaf (None: a chain's
+                                              # first n_accepted tokens)
 
 
 def verify_greedy(logits: torch.Tensor, drafted: list[int]) -> tuple[int, int]:
@@ -53,16 +56,27 @@ def verify_sampling(p: torch.Tensor, q_dists: list[torch.Tensor], drafted: list[
 
 def verify(state: DecodingState, logits: torch.Tensor, draft, *, keep_p: bool,
            hidden_states: tuple | None = None) -> Verdict:
-    """The verdict on ``draft`` given the target's logits (γ+1, V) at [pending, d_1..d_γ] (and, when the draft
-    asked for them, its hidden states, which the verdict carries to the drafter)."""
+    """The verdict on ``draft`` given the target's logits (γ+1, V) at [pending, d_1..d_γ] (a tree: at [pending,
+    its nodes]; and, when the draft asked for them, its hidden states, which the verdict carries to the drafter)."""
+    tree, path = draft.tree is not None, None
     if state.warp.do_sample:
         p = state.warp.probs(logits)                                          # (γ+1, V)
-        n, token = verify_sampling(p, draft.q_dists, draft.tokens, state.generator)
-        return Verdict(n, token, p, float(p[n, token]), hidden_states, state.position)
-    n, token = verify_greedy(logits, draft.tokens)
-    p = torch.softmax(logits.float(), dim=-1) if keep_p else None
-    confidence = p[n, token] if p is not None else torch.softmax(logits[n].float(), dim=-1)[token]
-    return Verdict(n, token, p, float(confidence), hidden_states, state.position)
+        if tree:
+            path, token = verify_tree_sampling(p, draft.tokens, draft.tree, draft.q_dists, state.generator)
+        else:
+            n, token = verify_sampling(p, draft.q_dists, draft.tokens, state.generator)
+    else:
+        p = torch.softmax(logits.float(), dim=-1) if keep_p else None
+        if tree:
+            path, token = verify_tree_greedy(logits, draft.tokens, draft.tree)
+        else:
+            n, token = verify_greedy(logits, draft.tokens)
+    if tree:
+        n, row = len(path), (path[-1] + 1 if path else 0)                    # the row the next token came from
+    else:
+        row = n
+    confidence = p[row, token] if p is not None else torch.softmax(logits[row].float(), dim=-1)[token]
+    return Verdict(n, token, p, float(confidence), hidden_states, state.position, path)
 
 
 def target_forward(state: DecodingState, drafted: list[int], *, hidden_states: bool = False):
@@ -84,14 +98,21 @@ def forward_with_hidden_states(state: DecodingState, draft) -> tuple[torch.Tenso
     return target_forward(state, draft.tokens, hidden_states=True)
 
 
-def accept(state: DecodingState, drafted: list[int], verdict: Verdict) -> tuple[list[int], str]:
-    """Append the accepted tokens and the target's own; returns (new tokens, 'replacement'|'bonus'|'none')."""
-    new = drafted[:verdict.n_accepted]
+def accept(state: DecodingState, draft, verdict: Verdict) -> tuple[list[int], str]:
+    """Append the accepted tokens and the target's own; returns (new tokens, 'replacement'|'bonus'|'none').
+    A tree keeps the accepted path's cache entries and drops its other nodes' (:func:`~labkit.core.tree.keep_path`)."""
+    if verdict.path is not None:
+        new = [draft.tokens[i] for i in verdict.path]
+        at_leaf = not any(parent == (verdict.path[-1] if verdict.path else -1) for parent in draft.tree)
+        keep_path(state.cache, verdict.start - 1, verdict.path)
+    else:
+        new = draft.tokens[:verdict.n_accepted]
+        at_leaf = verdict.n_accepted == len(draft.tokens)
     if new and new[-1] in state.eos:                    # the draft ended on an accepted EOS: nothing more
         kind = "none"
     else:
-        new.append(verdict.next_token)
-        kind = "bonus" if verdict.n_accepted == len(drafted) else "replacement"
+        new = new + [verdict.next_token]
+        kind = "bonus" if at_leaf else "replacement"
     state.tokens.extend(new)
     crop_to(state.cache, len(state.tokens) - 1)         # keep the accepted prefix, the new last token pending
     return new, kind

@@ -4,11 +4,10 @@ import random
 
 import pytest
 import torch
-
-from labkit import (AdaptiveThreshold, FixedK, SkipSet, StaticThreshold, autoregressive_generate,
-                    speculative_generate)
-from labkit.core.strategies import InContextStrategy, KnapsackStrategy, OnTheFlyStrategy, StaticStrategy
 from tiny_models import ARCHITECTURES, tiny_model
+
+from labkit import AdaptiveThreshold, FixedK, SkipSet, StaticThreshold, autoregressive_generate, speculative_generate
+from labkit.core.strategies import InContextStrategy, KnapsackStrategy, OnTheFlyStrategy, StaticStrategy
 
 N_LAYERS = 4
 VOCAB = 97
@@ -103,7 +102,7 @@ def test_no_skip_draft_is_always_accepted():
 
 def test_prompt_lookup_drafting_is_lossless(model):
     rng = random.Random(5)
-    for seed in range(3):
+    for _ in range(3):
         base = [rng.randrange(VOCAB) for _ in range(6)]
         ids = torch.tensor([base + base[:4] + base])                 # repeated n-grams: lookup fires
         expected = hf_greedy(model, ids, 20)
@@ -120,7 +119,8 @@ def random_strategy(rng: random.Random):
              "verify_ms": [1.9 + 0.1 * k for k in range(13)]}
     return rng.choice([
         StaticStrategy(start),
-        OnTheFlyStrategy(start, every=rng.randint(1, 3), window=rng.choice([1, 4, 16]), budget=1.0, seed=rng.randint(0, 9)),
+        OnTheFlyStrategy(start, every=rng.randint(1, 3), window=rng.choice([1, 4, 16]), budget=1.0,
+                         seed=rng.randint(0, 9)),
         InContextStrategy(start, n_skipped=rng.randint(0, 2 * N_LAYERS), every=rng.randint(1, 3), budget=1.0,
                           redo_below=1.0),
         KnapsackStrategy(costs, [rng.random() for _ in range(2 * N_LAYERS)], anchor=start, anchor_alpha=rng.random(),

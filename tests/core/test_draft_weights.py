@@ -5,12 +5,12 @@ import random
 
 import pytest
 import torch
+from tiny_models import ARCHITECTURES, tiny_model
 from torch import nn
 
 from labkit import FixedK, SkipSet, StaticThreshold, autoregressive_generate, speculative_generate
 from labkit.core.draft_weights import Int8DraftWeights, Int8Linear, draft_weights
 from labkit.core.strategies import InContextStrategy, OnTheFlyStrategy
-from tiny_models import ARCHITECTURES, tiny_model
 
 N_LAYERS, VOCAB = 4, 97
 
@@ -78,7 +78,8 @@ def test_greedy_with_int8_drafts_matches_plain_decoding(model, seed):
     """Static sets, strategies and prompt lookup with int8 drafts: 0 mismatches with plain greedy decoding."""
     rng = random.Random(seed)
     for call in range(3):
-        ids = torch.randint(0, VOCAB, (1, rng.choice([1, 4, 11])), generator=torch.Generator().manual_seed(seed * 7 + call))
+        ids = torch.randint(0, VOCAB, (1, rng.choice([1, 4, 11])),
+                            generator=torch.Generator().manual_seed(seed * 7 + call))
         max_new = rng.choice([3, 9, 24])
         expected = autoregressive_generate(model, ids, max_new).sequences    # == generate(): test_decoding.py
         skip = rng.choice([SkipSet(mlp=[1, 2]), SkipSet(attention=[1, 3], mlp=[0]), SkipSet(),

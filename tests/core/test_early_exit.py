@@ -3,9 +3,16 @@ import random
 
 import pytest
 import torch
+from tiny_models import ARCHITECTURES, tiny_model
 
-from labkit import (AdaptiveThreshold, EarlyExitDrafter, FixedK, StaticThreshold, TargetConfidenceGate,
-                    speculative_generate)
+from labkit import (
+    AdaptiveThreshold,
+    EarlyExitDrafter,
+    FixedK,
+    StaticThreshold,
+    TargetConfidenceGate,
+    speculative_generate,
+)
 from labkit.core.cache import layer_lengths, new_cache
 from labkit.core.decoding import prefill
 from labkit.core.drafters import LookupDrafter
@@ -15,7 +22,6 @@ from labkit.core.sampling import Warp
 from labkit.core.skip import decoder_layers
 from labkit.core.state import DecodingState
 from labkit.core.verify import target_forward
-from tiny_models import ARCHITECTURES, tiny_model
 
 N_LAYERS = 4
 VOCAB = 97
@@ -61,7 +67,8 @@ def test_early_exit_stops_at_eos_and_at_the_budget(model):
                                        max_new_tokens=30, eos_token_id=eos)
             assert torch.equal(out.sequences, expected)
     for max_new in range(0, 10):
-        out = speculative_generate(model, ids, drafter=EarlyExitDrafter(model, 2), policy=FixedK(5), max_new_tokens=max_new)
+        out = speculative_generate(model, ids, drafter=EarlyExitDrafter(model, 2), policy=FixedK(5),
+                                   max_new_tokens=max_new)
         assert torch.equal(out.sequences, hf_greedy(model, ids, max_new) if max_new else ids)
 
 
@@ -80,7 +87,8 @@ def test_shared_verify_gives_the_full_forwards_logits(model):
         drafter = EarlyExitDrafter(model, exit_layer)
         draft = drafter.draft(state, 5, FixedK(5))
         lengths = layer_lengths(state.cache)                  # early layers hold t_0..d_{γ-1}, late ones not
-        assert lengths[:exit_layer] == [8 + len(draft)] * exit_layer and lengths[exit_layer:] == [8] * (N_LAYERS - exit_layer)
+        assert (lengths[:exit_layer] == [8 + len(draft)] * exit_layer
+                and lengths[exit_layer:] == [8] * (N_LAYERS - exit_layer))
         shared, _ = draft.forward(state, draft)
         assert layer_lengths(state.cache) == [8 + len(draft) + 1] * N_LAYERS
         plain, _ = target_forward(fresh_state(), draft.tokens)

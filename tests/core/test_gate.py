@@ -4,10 +4,17 @@ import random
 
 import pytest
 import torch
-
-from labkit import (AdaptiveThreshold, FixedK, SkipSet, StaticThreshold, TargetConfidenceGate,
-                    autoregressive_generate, speculative_generate)
 from tiny_models import ARCHITECTURES, tiny_model
+
+from labkit import (
+    AdaptiveThreshold,
+    FixedK,
+    SkipSet,
+    StaticThreshold,
+    TargetConfidenceGate,
+    autoregressive_generate,
+    speculative_generate,
+)
 
 VOCAB = 97
 

@@ -1,27 +1,30 @@
 """Speculative sampling draws exactly from the target distribution (and a wrong rule is caught)."""
-import itertools
 
 import pytest
 import torch
-from scipy import stats
+from exact_sampling import (
+    PROMPT,
+    WARPS,
+    chi_square_p_value,
+    empirical,
+    exact_two_token_distribution,
+    sharp_tiny_model,
+    total_variation,
+    tv_bound,
+)
+from tiny_models import random_draft_head
 
 import labkit.core.verify as verify_module
-from labkit import (EarlyExitDrafter, FixedK, SkipSet, TargetConfidenceGate, autoregressive_generate,
-                    speculative_generate)
+from labkit import (
+    EarlyExitDrafter,
+    FixedK,
+    SkipSet,
+    TargetConfidenceGate,
+    autoregressive_generate,
+    speculative_generate,
+)
 from labkit.core.sampling import Warp
 from labkit.core.strategies import InContextStrategy, KnapsackStrategy, OnTheFlyStrategy
-from tiny_models import random_draft_head, tiny_model
-
-VOCAB = 6
-N_SAMPLES = 3000
-PROMPT = torch.tensor([[1, 4, 2]])
-
-
-def sharp_tiny_model(**kw):
-    model = tiny_model("llama", vocab_size=VOCAB, hidden_size=16, **kw)
-    with torch.no_grad():
-        model.get_output_embeddings().weight.mul_(6.0)   # peaked distributions, far apart
-    return model
 
 
 @pytest.fixture(scope="module")
@@ -34,53 +37,6 @@ def draft():
     return sharp_tiny_model(n_layers=1, seed=11)
 
 
-def exact_two_token_distribution(model, warp: Warp, prompt=PROMPT, n_tokens: int = 2) -> dict:
-    """P(t1, t2 | prompt) (or of ``n_tokens`` tokens) by enumeration over the whole (tiny) vocabulary."""
-    with torch.no_grad():
-        dist = {(): 1.0}
-        for _ in range(n_tokens):
-            longer = {}
-            for prefix, prob in dist.items():
-                p = warp.probs(model(torch.cat([prompt, torch.tensor([list(prefix)], dtype=torch.long)], dim=1)).logits[0, -1])
-                longer.update({prefix + (t,): prob * float(p[t]) for t in range(VOCAB)})
-            dist = longer
-    return dist
-
-
-def empirical(sample_fn, n_tokens: int = 2) -> dict:
-    g = torch.Generator().manual_seed(1234)
-    counts = dict.fromkeys(itertools.product(range(VOCAB), repeat=n_tokens), 0)
-    for _ in range(N_SAMPLES):
-        new = sample_fn(g)
-        counts[tuple(new)] += 1
-    return counts
-
-
-def chi_square_p_value(counts: dict, dist: dict) -> float:
-    """Pearson chi-square over cells with expected count >= 5 (the rest pooled into one cell)."""
-    obs, exp, pooled_obs, pooled_exp = [], [], 0, 0.0
-    for cell, prob in dist.items():
-        e = prob * N_SAMPLES
-        if e >= 5:
-            obs.append(counts[cell]); exp.append(e)
-        else:
-            pooled_obs += counts[cell]; pooled_exp += e
-    if pooled_exp > 0:
-        obs.append(pooled_obs); exp.append(pooled_exp)
-    exp = [e * sum(obs) / sum(exp) for e in exp]   # float32 probabilities sum to 1 only approximately
-    return float(stats.chisquare(obs, exp).pvalue)
-
-
-def total_variation(counts: dict, dist: dict) -> float:
-    return 0.5 * sum(abs(counts[c] / N_SAMPLES - p) for c, p in dist.items())
-
-
-def tv_bound(dist: dict) -> float:
-    """4x the expected TV of an exact sampler of this size (sum of binomial standard deviations / 2)."""
-    return 4 * 0.5 * sum((p * (1 - p) / N_SAMPLES) ** 0.5 for p in dist.values())
-
-
-WARPS = [Warp(True, 1.0), Warp(True, 0.7, top_k=4, top_p=0.9)]
 
 
 @pytest.mark.parametrize("warp", WARPS, ids=["t1", "t0.7-k4-p0.9"])
@@ -89,14 +45,16 @@ def test_speculative_sampling_matches_exact_distribution(target, draft, warp):
     kw = dict(max_new_tokens=2, do_sample=True, temperature=warp.temperature, top_k=warp.top_k, top_p=warp.top_p)
     # the draft really differs from the target: otherwise the test proves little
     with torch.no_grad():
-        p = warp.probs(target(PROMPT).logits[0, -1]); q = warp.probs(draft(PROMPT).logits[0, -1])
+        p = warp.probs(target(PROMPT).logits[0, -1])
+        q = warp.probs(draft(PROMPT).logits[0, -1])
     assert 0.5 * (p - q).abs().sum() > 0.3
     head = random_draft_head(target, SkipSet(mlp=[1]))
     for name, fn in {
         "separate draft": lambda g: speculative_generate(target, PROMPT, draft_model=draft, policy=FixedK(2),
                                                          generator=g, **kw).new_tokens,
         "skip a block, int8 draft weights": lambda g: speculative_generate(
-            target, PROMPT, skip=SkipSet(mlp=[1]), policy=FixedK(2), draft_weights="int8", generator=g, **kw).new_tokens,
+            target, PROMPT, skip=SkipSet(mlp=[1]), policy=FixedK(2), draft_weights="int8", generator=g,
+            **kw).new_tokens,
         "skip a block, a draft head": lambda g: speculative_generate(
             target, PROMPT, skip=SkipSet(mlp=[1]), policy=FixedK(2), draft_head=head, generator=g, **kw).new_tokens,
         "skip everything": lambda g: speculative_generate(target, PROMPT, skip=SkipSet.all(2), policy=FixedK(2),
@@ -137,11 +95,12 @@ def test_prompt_lookup_drafts_are_lossless_too(target):
 def test_skip_strategies_sample_exactly(target, name):
     """A strategy changes the draft's set from call to call (it acts at every chance, budget 1, and carries what it
     learned); every sample is still exact: the two-token distribution of the target."""
-    costs = {"attention_ms": [0.3, 0.3], "mlp_ms": [0.1, 0.1], "fixed_ms": 0.3, "verify_ms": [1.0 + 0.1 * k for k in range(13)]}
+    costs = {"attention_ms": [0.3, 0.3], "mlp_ms": [0.1, 0.1], "fixed_ms": 0.3,
+             "verify_ms": [1.0 + 0.1 * k for k in range(13)]}
     strategy = {"on-the-fly": lambda: OnTheFlyStrategy(SkipSet(attention=[1], mlp=[0]), every=1, window=2, margin=1,
                                                        budget=1.0, trust_initial=False, trial_tokens=1),
-                "in-context": lambda: InContextStrategy(SkipSet(attention=[1], mlp=[1]), every=1, budget=1.0, margin=0.0,
-                                                        redo_below=1.0, trial_tokens=1),
+                "in-context": lambda: InContextStrategy(SkipSet(attention=[1], mlp=[1]), every=1, budget=1.0,
+                                                        margin=0.0, redo_below=1.0, trial_tokens=1),
                 "knapsack": lambda: KnapsackStrategy(costs, [0.5, 0.2, 0.1, 0.3], anchor=SkipSet(mlp=[0]),
                                                      anchor_alpha=0.8, min_tokens=1, margin=0.0)}[name]()
     warp, sets = WARPS[1], set()

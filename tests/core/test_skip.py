@@ -1,13 +1,15 @@
 """labkit.core.skip: SkipSet checks its indices and converts losslessly; ``skipping`` removes exactly the named
 blocks and always puts the model back; ``batched_skipping`` scores several sets in one forward."""
+from dataclasses import FrozenInstanceError
+
 import pytest
 import torch
+from tiny_models import ARCHITECTURES, tiny_model
 
 from labkit import SkipSet, skipping, speculative_generate
 from labkit.core.cache import layer_lengths, new_cache
 from labkit.core.forward import forward_tokens
 from labkit.core.skip import batched_skipping, decoder_layers, format_skip_set, parse_skip_set, pre_mlp_norm
-from tiny_models import ARCHITECTURES, tiny_model
 
 L = N_LAYERS = 4
 VOCAB = 97
@@ -36,7 +38,7 @@ def test_skip_set_round_trip_and_hashing():
     assert {s: 1}[SkipSet(attention=(0, 3), mlp=(2,))] == 1
     assert s.ratio(4) == 3 / 8 and "attention=[0, 3]" in str(s)
     assert SkipSet.from_dict(s.to_dict()) == s
-    with pytest.raises(Exception):
+    with pytest.raises(FrozenInstanceError):
         s.attention = (1,)
 
 

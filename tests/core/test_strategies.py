@@ -6,21 +6,32 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+from tiny_models import ARCHITECTURES, tiny_model
 
 from labkit import AdaptiveThreshold, FixedK, SkipSet, autoregressive_generate, skipping, speculative_generate
 from labkit.core.cache import crop_to, new_cache
 from labkit.core.forward import forward_tokens, model_output
 from labkit.core.sampling import Warp
 from labkit.core.state import DecodingState
-from labkit.core.strategies import (InContextStrategy, KnapsackStrategy, Ledger, OnTheFlyStrategy, StaticStrategy,
-                                    capture_layer_calls, knapsack, knapsack_set, layer_dp, window_matchness)
+from labkit.core.strategies import (
+    InContextStrategy,
+    KnapsackStrategy,
+    Ledger,
+    OnTheFlyStrategy,
+    StaticStrategy,
+    capture_layer_calls,
+    knapsack,
+    knapsack_set,
+    layer_dp,
+    window_matchness,
+)
 from labkit.core.strategies.base import Probation, SmoothedAcceptance
 from labkit.core.strategies.on_the_fly import _surrogate_proposal
 from labkit.core.verify import target_forward
-from tiny_models import ARCHITECTURES, tiny_model
 
 L, VOCAB = 4, 97
-COSTS = {"attention_ms": [0.3] * L, "mlp_ms": [0.1] * L, "fixed_ms": 0.3, "verify_ms": [1.9 + 0.1 * k for k in range(13)]}
+COSTS = {"attention_ms": [0.3] * L, "mlp_ms": [0.1] * L, "fixed_ms": 0.3,
+         "verify_ms": [1.9 + 0.1 * k for k in range(13)]}
 
 
 def strategies(seed: int = 0) -> dict:
@@ -160,7 +171,8 @@ def test_a_strategy_serves_one_model_shape():
     strategy = OnTheFlyStrategy(SkipSet(mlp=[1]))
     speculative_generate(tiny_model("llama", n_layers=4), torch.tensor([[1, 2, 3]]), skip=strategy, max_new_tokens=4)
     with pytest.raises(ValueError, match="4-layer model"):
-        speculative_generate(tiny_model("llama", n_layers=2), torch.tensor([[1, 2, 3]]), skip=strategy, max_new_tokens=4)
+        speculative_generate(tiny_model("llama", n_layers=2), torch.tensor([[1, 2, 3]]), skip=strategy,
+                             max_new_tokens=4)
 
 
 def test_bad_arguments_name_themselves():
@@ -177,8 +189,8 @@ def test_bad_arguments_name_themselves():
     with pytest.raises(ValueError, match="2L = 8 blocks"):
         KnapsackStrategy(COSTS, [0.1] * 7)
     with pytest.raises(ValueError, match="n_skipped"):
-        speculative_generate(tiny_model("llama"), torch.tensor([[1, 2]]), skip=InContextStrategy(SkipSet(), n_skipped=9),
-                             max_new_tokens=2)
+        speculative_generate(tiny_model("llama"), torch.tensor([[1, 2]]),
+                             skip=InContextStrategy(SkipSet(), n_skipped=9), max_new_tokens=2)
 
 
 def test_knapsack_proposes_by_model_and_keeps_what_measures_fastest():

@@ -4,6 +4,7 @@ min(1, p/q) and redraws from the residual; ``accept`` emits and keeps the cache 
 token but the pending one). The distribution of sampled tokens is tested in tests/core/test_sampling.py."""
 import pytest
 import torch
+from tiny_models import tiny_model
 
 from labkit import FixedK, SkipSet
 from labkit.core.cache import layer_lengths, new_cache
@@ -11,9 +12,16 @@ from labkit.core.decoding import prefill
 from labkit.core.drafters import Draft, SelfDrafter
 from labkit.core.sampling import Warp
 from labkit.core.state import DecodingState
-from labkit.core.verify import (Verdict, accept, forward_with_hidden_states, full_forward, target_forward, verify,
-                                verify_greedy, verify_sampling)
-from tiny_models import tiny_model
+from labkit.core.verify import (
+    Verdict,
+    accept,
+    forward_with_hidden_states,
+    full_forward,
+    target_forward,
+    verify,
+    verify_greedy,
+    verify_sampling,
+)
 
 N_LAYERS, VOCAB = 4, 97
 
@@ -103,9 +111,10 @@ def test_accept_emits_the_kept_prefix_and_the_target_token_and_keeps_the_cache_i
     truth = greedy_continuation(model, state, 5)
     drafted = truth[:n_right] + ([(truth[n_right] + 1) % VOCAB] if n_right < 4 else [])
     logits, _ = target_forward(state, drafted)
-    verdict = verify(state, logits, Draft(tokens=list(drafted)), keep_p=False)
+    draft = Draft(tokens=list(drafted))
+    verdict = verify(state, logits, draft, keep_p=False)
     assert verdict.n_accepted == n_right
-    new, kind = accept(state, drafted, verdict)
+    new, kind = accept(state, draft, verdict)
     assert new == truth[:n_right + 1] and kind == ("bonus" if n_right == len(drafted) else "replacement")
     assert state.tokens[-len(new):] == new
     assert layer_lengths(state.cache) == [len(state.tokens) - 1] * N_LAYERS
@@ -119,7 +128,7 @@ def test_accept_realigns_a_cache_left_uneven_by_a_skipped_draft(model):
         assert len(set(layer_lengths(state.cache))) > 1                 # skipped attention appended nothing
         logits, _ = (draft.forward or full_forward)(state, draft)
         verdict = verify(state, logits, draft, keep_p=False)
-        accept(state, draft.tokens, verdict)
+        accept(state, draft, verdict)
     assert layer_lengths(state.cache) == [len(state.tokens) - 1] * N_LAYERS
 
 
@@ -129,7 +138,8 @@ def test_an_accepted_eos_ends_the_step_without_a_target_token(model):
     state = fresh_state(model, eos={truth[1]})
     drafted = truth[:2]
     logits, _ = target_forward(state, drafted)
-    verdict = verify(state, logits, Draft(tokens=list(drafted)), keep_p=False)
-    new, kind = accept(state, drafted, verdict)
+    draft = Draft(tokens=list(drafted))
+    verdict = verify(state, logits, draft, keep_p=False)
+    new, kind = accept(state, draft, verdict)
     assert (new, kind) == (truth[:2], "none")
     assert layer_lengths(state.cache) == [len(state.tokens) - 1] * N_LAYERS
