@@ -152,7 +152,8 @@ def alpha_shape_sentence(frame, low_t_alpha: float | None = None) -> str:
     above = lambda i: a[i] - a[m] > 2 * (se[i] + se[m])                       # noqa: E731
     at = lambda i: f"{a[i]:.2f} at T = {t[i]:g}"                               # noqa: E731
     tail = ("" if low_t_alpha is None else f" As T → 0 both become point masses on their argmax, so α tends to the "
-            f"share of positions where those agree: {low_t_alpha:.2f} at the positions of section 1.")
+            f"share of positions where those agree: {low_t_alpha:.2f} at the positions of section 1 (where the dotted "
+            f"curve heads; the sweep's prompts are other contexts, so its low-T α can differ).")
     if 0 < m < len(a) - 1 and above(0) and above(len(a) - 1):
         return (f"The measured α is lowest in the middle of the sweep ({at(m)}) and higher at both ends ({at(0)}, "
                 f"{at(-1)}; both beyond 2 standard errors of the counts): a U. At low T p and q each concentrate "
