@@ -14,9 +14,17 @@ import sys
 import time
 
 import pytest
-
-from pages import (JS_DOM_STATE, PY_WIDGET_STATE, close, exact, figure_part, html_text, wait_until, watch_errors,
-                   widget_mismatches)
+from pages import (
+    JS_DOM_STATE,
+    PY_WIDGET_STATE,
+    close,
+    exact,
+    figure_part,
+    html_text,
+    wait_until,
+    watch_errors,
+    widget_mismatches,
+)
 from servers import REPO, free_port, stop_server
 
 pytestmark = pytest.mark.browser
@@ -105,7 +113,10 @@ def test_app_page_runs_the_playground(browser, app_url, local, shots):
         readout.wait_for(timeout=180_000)
         state = page.evaluate(JS_DOM_STATE, "body")
         live = [t for t in state["figures"][0]["traces"] if t["name"] == "live run on this machine"]
-        speedup = float(re.search(r"live run .*?speedup ([\d.]+)×", html_text(readout.inner_html())).group(1))
+        text = html_text(readout.inner_html())
+        found = re.search(r"live run .*?speedup ([\d.]+)×", text)
+        assert found, f"no live run speedup in the readout: {text[:500]}"    # e.g. "live run failed: ..."
+        speedup = float(found.group(1))
         assert close(live[0]["x"], [local.ratio_slider.value]) and len(live[2]["y"]) == 1, live[:3]
         assert abs(live[2]["y"][0] - speedup) <= 0.005, (live[2]["y"], speedup)
         page.screenshot(path=shots / "app_playground.png", full_page=True)
