@@ -6,10 +6,11 @@ from __future__ import annotations
 import contextlib
 
 import numpy as np
+import torch
 
 from ..artifacts.prompts import repeated_share
 from ..artifacts.results import skip_set_for
-from ..core.decoding import speculative_generate
+from ..core.decoding import autoregressive_generate, speculative_generate
 from ..core.policies import AdaptiveThreshold
 from ..core.skip import SkipSet
 from ..measure.harness import Decoder, Method, frame, run_interleaved, summarise
@@ -298,12 +299,9 @@ def measure_once(model, input_ids, *, skip: SkipSet, threshold: float, draft_mod
     lookup in front, sampled) and a separate draft model when given, interleaved over ``repeats`` repetitions
     (labkit.measure.harness), each call with a fresh adaptive policy starting at ``threshold``. Returns
     (rows as a DataFrame indexed by label, the Runs: their traces for the figures)."""
-    from ..core.decoding import autoregressive_generate
-
     def spec(**kw):
         return lambda ids, n: speculative_generate(model, ids, policy=AdaptiveThreshold(initial_threshold=threshold),
                                                    max_new_tokens=n, **kw)
-    import torch
 
     decoders = [Decoder(Method("plain", "plain loop"), lambda ids, n: autoregressive_generate(model, ids, n)),
                 Decoder(Method("self-spec", "self-draft (skipped layers)"), spec(skip=skip)),
