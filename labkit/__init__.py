@@ -42,7 +42,7 @@ __all__ = [
     "AdaptiveThreshold", "DraftConfig", "DraftPolicy", "EarlyExitDrafter", "FixedK", "GenerationResult", "JacobiTrace",
     "Prompt", "SUPPORTED_ARCHITECTURES", "SkipSet", "SkipStrategy", "StaticThreshold", "StepRecord",
     "TargetConfidenceGate", "Trace",
-    "autoregressive_generate", "best_config", "best_skip_set", "draft_tree", "jacobi_generate", "load_draft_head", "load_model",
-    "prompts", "skip_strategy", "skipping", "speculative_generate",
+    "autoregressive_generate", "best_config", "best_skip_set", "draft_tree", "jacobi_generate", "load_draft_head",
+    "load_model", "prompts", "skip_strategy", "skipping", "speculative_generate",
 ]
 __version__ = "0.1.0"

@@ -33,7 +33,8 @@ def main(names):
             texts = [p.text for p in benchmark_prompts(16, source=source)]
             probe = AgreementProbe.from_prompts(model, tokenizer, texts, n_tokens=48)
             row = "  ".join(f"{k}: {probe.agreement(parse_skip_set(v)):.3f}" for k, v in PATHS.items())
-            print(f"{Path(name).name if name.endswith('.pt') else name:>14} {source:>8} ({probe.n_positions} positions)  {row}")
+            print(f"{Path(name).name if name.endswith('.pt') else name:>14} {source:>8} "
+                  f"({probe.n_positions} positions)  {row}")
 
 
 if __name__ == "__main__":

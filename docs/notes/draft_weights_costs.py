@@ -86,10 +86,10 @@ def verify_after_drafts(model, tokenizer, skip, rounds=3, n=300):
         return total / n * 1e3
 
     for _ in range(rounds):
-        print("5-token verify after 3 fp32 drafts %.3f ms, 3 int8 drafts %.3f, 3 full forwards %.3f; "
-              "with a 16 MB write before it: fp32 %.3f, int8 %.3f" % (
-                  verify_ms(calls["draft"]), verify_ms(draft_int8), verify_ms(calls["full"]),
-                  verify_ms(calls["draft"], True), verify_ms(draft_int8, True)))
+        print(f"5-token verify after 3 fp32 drafts {verify_ms(calls['draft']):.3f} ms, "
+              f"3 int8 drafts {verify_ms(draft_int8):.3f}, 3 full forwards {verify_ms(calls['full']):.3f}; "
+              f"with a 16 MB write before it: fp32 {verify_ms(calls['draft'], True):.3f}, "
+              f"int8 {verify_ms(draft_int8, True):.3f}")
 
 
 def top1_agreement(model, tokenizer, skip, n_prompts=6):

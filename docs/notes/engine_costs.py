@@ -36,7 +36,8 @@ def one_token_calls(model, tokenizer, skip):
         forward_tokens(model, ids, 0, cache)
 
     def full():
-        forward_tokens(model, [5], T, cache, logits_to_keep=1); crop_to(cache, T)
+        forward_tokens(model, [5], T, cache, logits_to_keep=1)
+        crop_to(cache, T)
 
     def draft():
         with skipping(model, skip):
@@ -44,7 +45,8 @@ def one_token_calls(model, tokenizer, skip):
         crop_to(cache, T)
 
     def verify5():
-        forward_tokens(model, [5, 6, 7, 8, 9], T, cache); crop_to(cache, T)
+        forward_tokens(model, [5, 6, 7, 8, 9], T, cache)
+        crop_to(cache, T)
 
     return {"full": full, "draft": draft, "verify5": verify5}
 

@@ -96,7 +96,10 @@ def held_out(model, tokenizer, configs: dict, repeats: int) -> dict[str, dict]:
                             repeats=repeats).frame
     frame = frame[frame["method"] != "plain loop"]
     assert frame["identical"].all(), "a draft changed the output"
-    geo = lambda xs: math.exp(statistics.fmean(math.log(x) for x in xs))
+
+    def geo(xs):
+        return math.exp(statistics.fmean(math.log(x) for x in xs))
+
     return {m: {"speedup": geo(g["speedup"]), "min": geo(g["speedup_min"]), "max": geo(g["speedup_max"]),
                 "acceptance": float(g["acceptance"].mean())} for m, g in frame.groupby("method")}
 
@@ -112,7 +115,8 @@ def report(scores: dict, truth: dict) -> dict:
         out[name] = {"spearman_rho": rho, "top5_held_out": statistics.fmean(truth[l]["speedup"] for l in ranked[:5]),
                      "optimism_top5": statistics.fmean(optimism[l] for l in ranked[:5]),
                      "optimism_pool": statistics.fmean(optimism.values()),
-                     "pick": ranked[0], "pick_predicted": score[ranked[0]], "pick_held_out": truth[ranked[0]]["speedup"],
+                     "pick": ranked[0], "pick_predicted": score[ranked[0]],
+                     "pick_held_out": truth[ranked[0]]["speedup"],
                      "regret": best_true - truth[ranked[0]]["speedup"]}
         print(f"{name:9s} rho {rho:+.2f} | top-5 held-out {out[name]['top5_held_out']:.2f}x | pick {ranked[0]!r}: "
               f"predicted {score[ranked[0]]:.2f}x, held-out {truth[ranked[0]]['speedup']:.2f}x "

@@ -70,7 +70,8 @@ def main() -> None:
     seconds = time.perf_counter() - t0
     print(f"{seconds:.0f} s")
     Path(args.out).write_text(json.dumps({
-        "model": args.model, "machine": info, "seconds": seconds, "command": "python docs/notes/shipped_config_check.py",
+        "model": args.model, "machine": info, "seconds": seconds,
+        "command": "python docs/notes/shipped_config_check.py",
         "settings": {"sources": SOURCES, "n_prompts": args.n_prompts, "max_new_tokens": args.max_new_tokens,
                      "repeats": args.repeats, "prompts": "held-out (benchmark_prompts)"},
         "configs": {label: c.to_dict() for label, c in configs.items()},

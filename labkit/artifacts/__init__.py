@@ -5,4 +5,5 @@ from .models import SHIPPED_MODELS, load_draft_head, load_model, model_folder
 from .prompts import Prompt, benchmark_prompts
 from .results import best_config, best_skip_set, skip_set_for
 
-__all__ = ["Prompt", "SHIPPED_MODELS", "benchmark_prompts", "best_config", "best_skip_set", "load_draft_head", "load_model", "model_folder", "skip_set_for"]
+__all__ = ["Prompt", "SHIPPED_MODELS", "benchmark_prompts", "best_config", "best_skip_set", "load_draft_head",
+           "load_model", "model_folder", "skip_set_for"]

@@ -1,8 +1,8 @@
 """The lab's text: the running interpreter's standard library source, and optionally installed packages' source.
 
 Every Python installation carries the stdlib, so the lab can train its own model and build
-held-out prompts (:mod:`labkit.artifacts.prompts`) without downloading anything. Files are split into train and validation
-*by file* with a deterministic rule (a hash of the path relative to the stdlib root), so a
+held-out prompts (:mod:`labkit.artifacts.prompts`) without downloading anything. Files are split into train and
+validation *by file* with a deterministic rule (a hash of the path relative to the stdlib root), so a
 validation file never contributes a single token to training. An installed package's ``*.py`` files
 (:func:`package_files`, tests and vendored code left out) are split the same way, by a hash of
 'package/relative/path.py': a broader corpus for training, never one of the outside-prompt packages.

@@ -28,7 +28,8 @@ SHIPPED_MODELS = ("default", "plain", "draft")
 
 
 def model_folder(name_or_path: str | os.PathLike) -> Path:
-    """The folder of a shipped model name, else ``name_or_path`` as a path (for a hub id: a folder that is not there)."""
+    """The folder of a shipped model name, else ``name_or_path`` as a path (for a hub id: a folder that is not
+    there)."""
     text = str(name_or_path)
     return MODELS_DIR / text if text in SHIPPED_MODELS else Path(text).expanduser()
 
@@ -90,7 +91,8 @@ def load_model(name_or_path: str | os.PathLike = "default", *, trust_remote_code
     config, last_error = None, None
     for local_only in attempts:
         try:
-            config = AutoConfig.from_pretrained(source, local_files_only=local_only, trust_remote_code=trust_remote_code)
+            config = AutoConfig.from_pretrained(source, local_files_only=local_only,
+                                                trust_remote_code=trust_remote_code)
             break
         except (OSError, ValueError) as err:  # not cached / not reachable / not a model
             last_error = err

@@ -20,8 +20,9 @@ from ..core.skip import SkipSet, parse_skip_set
 from .models import model_folder, model_key
 from .paths import SEARCH_DIR
 
-__all__ = ["BUCKET_WIDTH", "ratio_buckets", "bucket_index", "in_bucket", "best_skip_set", "best_config", "skip_sets_by_bucket",
-           "skip_set_for", "late_blocks_fallback", "greedy_path_sets", "trained_draft_path", "search_hint"]
+__all__ = ["BUCKET_WIDTH", "ratio_buckets", "bucket_index", "in_bucket", "best_skip_set", "best_config",
+           "skip_sets_by_bucket", "skip_set_for", "late_blocks_fallback", "greedy_path_sets", "trained_draft_path",
+           "search_hint"]
 
 #: Width of the skip-ratio buckets results are kept per (8 buckets: [0, 0.125), ..., [0.875, 1]).
 BUCKET_WIDTH = 0.125
@@ -184,7 +185,8 @@ def greedy_path_sets(model: str | Path, n_layers: int) -> list[SkipSet]:
 
 
 def trained_draft_path(model: str | Path) -> dict[str, SkipSet]:
-    """{"trained draft path": set} when ``model`` (a shipped name or a folder) was trained with a fixed draft path, else {}."""
+    """{"trained draft path": set} when ``model`` (a shipped name or a folder) was trained with a fixed draft path,
+    else {}."""
     record = model_folder(model) / "training.json"
     if not record.exists():
         return {}

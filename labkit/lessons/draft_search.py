@@ -21,9 +21,10 @@ def draft_summary(frame) -> dict[str, dict]:
     rows = frame[frame["method"] != "plain loop"]
     out = {}
     for label, group in rows.groupby("method", sort=False):
-        out[label] = {"speedup": statistics.geometric_mean(group["speedup"]), "low": statistics.geometric_mean(group["speedup_min"]),
-                      "high": statistics.geometric_mean(group["speedup_max"]), "acceptance": float(group["acceptance"].mean()),
-                      "identical": bool(group["identical"].all())}
+        out[label] = {"speedup": statistics.geometric_mean(group["speedup"]),
+                      "low": statistics.geometric_mean(group["speedup_min"]),
+                      "high": statistics.geometric_mean(group["speedup_max"]),
+                      "acceptance": float(group["acceptance"].mean()), "identical": bool(group["identical"].all())}
     return out
 
 

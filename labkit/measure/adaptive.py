@@ -5,7 +5,8 @@ turn), greedy, one strategy object per method and source that carries what it le
 A row per (source, method) with the columns of :mod:`labkit.measure.harness` (ms per token, speedup over the
 plain loop of the same run and its spread, acceptance, tokens per step, A and d per step, c, c_v, the analytic
 limit (A + 1) / (d c + c_v), the share of decode time spent choosing sets, whether the output equals plain greedy
-decoding), plus how many sets a strategy drafted with. Traces are kept, so the sets each strategy drafted with can be drawn step by step.
+decoding), plus how many sets a strategy drafted with. Traces are kept, so the sets each strategy drafted with can
+be drawn step by step.
 """
 from __future__ import annotations
 
@@ -51,7 +52,8 @@ def strategy_methods(model, tokenizer, names: Sequence[str] = ("on-the-fly", "in
     if "knapsack" in names:
         cost_model = cost_model if cost_model is not None else strategy_cost_model(model)
         importance = importance if importance is not None else block_importance(model, tokenizer, anchor=start)
-    methods = {f"static: {label}": (lambda s=skip: skip_strategy("static", model, skip=s)) for label, skip in refs.items()}
+    methods = {f"static: {label}": (lambda s=skip: skip_strategy("static", model, skip=s))
+               for label, skip in refs.items()}
     for name in names:
         methods[name] = (lambda n=name: skip_strategy(n, model, skip=start, cost_model=cost_model,
                                                       importance=importance, **dict(options.get(n, {}))))

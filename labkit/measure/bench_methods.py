@@ -122,7 +122,8 @@ def build_methods(cfg: BenchConfig, loaded: dict, calib_ids: torch.Tensor) -> tu
             "self-spec", "self-spec adaptive + prompt lookup", name, policy="adaptive threshold", skip=str(skip),
             lookup=cfg.lookup_tokens,
             run=lambda ids, n, m=model, s=skip, p=policy: speculative_generate(m, ids, skip=s, policy=p,
-                                                                               max_new_tokens=n, lookup=cfg.lookup_tokens)))
+                                                                               max_new_tokens=n,
+                                                                               lookup=cfg.lookup_tokens)))
         if name != cfg.models[0] or not cfg.hf_builtins:
             continue
         exit_layer = _best_early_exit_layer(model, calib_ids, 32)

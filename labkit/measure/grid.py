@@ -140,7 +140,8 @@ def _grid_entries(model_name, n_layers: int, cfg: GridConfig, skip_sets, search_
                    if e["ratio"] <= cfg.max_ratio + 1e-9]
         if not entries:
             raise ValueError(f"no searched skip set of {model_name!r} has a skip ratio <= {cfg.max_ratio}")
-        return entries, "labkit.best_skip_set (search results: the skip set of the best draft per 0.125-wide ratio bucket)"
+        return entries, ("labkit.best_skip_set "
+                         "(search results: the skip set of the best draft per 0.125-wide ratio bucket)")
     entries = [{"bucket": list(ratio_buckets()[bucket_index(s.ratio(n_layers))]), "ratio": s.ratio(n_layers),
                 "n_skipped": s.n_skipped, "skip": s.to_dict()} for s in skip_sets]
     return sorted(entries, key=lambda e: e["ratio"]), "given skip sets"
@@ -182,8 +183,9 @@ class _GridRunner:
         self.rng = random.Random(cfg.seed)
 
     def spec(self, ids, skip, policy, weights: str = "fp32", n=None):
-        return speculative_generate(self.model, ids, skip=skip, policy=policy, max_new_tokens=n or self.cfg.max_new_tokens,
-                                    eos_token_id=[], draft_weights=draft_weights_arg(weights))
+        return speculative_generate(self.model, ids, skip=skip, policy=policy,
+                                    max_new_tokens=n or self.cfg.max_new_tokens, eos_token_id=[],
+                                    draft_weights=draft_weights_arg(weights))
 
     def plain(self, ids, n=None):
         return autoregressive_generate(self.model, ids, n or self.cfg.max_new_tokens, eos_token_id=[])
@@ -227,8 +229,9 @@ class _GridRunner:
         cells = [_cell_row(Setting(entry["ratio"], *s), rounds[s], c_forward.get(s[3]), self.cost_models.get(s[3]))
                  for s in self.settings]
         every = [m for runs in plain_ms for m in runs]
-        ratio_row = {**entry, "plain_ms_per_token": statistics.fmean(baseline), "plain_ms_per_token_by_prompt": baseline,
-                     "plain_ms_min": min(every), "plain_ms_max": max(every), "plain_runs": len(every),
+        ratio_row = {**entry, "plain_ms_per_token": statistics.fmean(baseline),
+                     "plain_ms_per_token_by_prompt": baseline, "plain_ms_min": min(every), "plain_ms_max": max(every),
+                     "plain_runs": len(every),
                      "c_forward": c_forward.get("fp32"), "c_forward_int8": c_forward.get("int8")}
         return cells, ratio_row
 
@@ -266,8 +269,8 @@ def compute_grid(model, tokenizer, *, model_name: str, config: GridConfig | None
     cost_models = _grid_cost_models(model, model_name, cfg, prompt_info)
     settings = [(t, k, p, w) for w in cfg.draft_weights for p in cfg.policies for k in cfg.max_drafts
                 for t in cfg.thresholds]
-    bar = tqdm(total=len(entries) * cfg.repeats * len(prompt_ids) * len(settings), desc=f"playground grid ({model_name})",
-               unit="run", disable=not progress, dynamic_ncols=True)
+    bar = tqdm(total=len(entries) * cfg.repeats * len(prompt_ids) * len(settings),
+               desc=f"playground grid ({model_name})", unit="run", disable=not progress, dynamic_ncols=True)
     runner = _GridRunner(model, cfg, settings, cost_models, bar)
     runner.plain(prompt_ids[0], min(16, cfg.max_new_tokens))                   # warm-up, not timed
     for p in cfg.policies:                            # (the first int8 run also builds the int8 copies)

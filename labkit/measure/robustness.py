@@ -2,7 +2,8 @@
 
     python -m labkit robustness --model default      # writes data/models/default/robustness.json
                                                       # and refreshes its MODEL_CARD.md
-    python -m labkit robustness --prompt-source packages   # on outside prompts: results/robustness/default_packages.json
+    python -m labkit robustness --prompt-source packages   # on outside prompts:
+                                                            # results/robustness/default_packages.json
 
 Search per ratio ("the best set we can find"): greedy backward elimination from the full
 model (each round skips the one further block whose removal keeps agreement highest),
@@ -179,8 +180,9 @@ def main(argv: list[str] | None = None) -> Path:
     report = robustness_report(args.model, args.prompts, args.tokens, args.random,
                                known_sets=trained_draft_path(args.model), prompt_source=args.prompt_source)
     for row in report["by_ratio"]:
-        print(f"{row['skipped']:>3}/{report['n_blocks']} skipped ({row['ratio']:.1%}): agreement {row['agreement']:.3f} "
-              f"on fresh prompts, {row['agreement_on_selection_prompts']:.3f} on the choosing ones "
+        print(f"{row['skipped']:>3}/{report['n_blocks']} skipped ({row['ratio']:.1%}): "
+              f"agreement {row['agreement']:.3f} on fresh prompts, "
+              f"{row['agreement_on_selection_prompts']:.3f} on the choosing ones "
               f"({row['found_by']}; best random {row['best_random_agreement']:.3f})  {row['skip']}")
     if args.prompt_source == "stdlib":
         path = write_report(args.model, report)

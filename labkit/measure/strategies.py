@@ -103,7 +103,8 @@ def _measure_importance(model, tokenizer, anchor: SkipSet, n_prompts: int, n_tok
     for b, skipped in enumerate(tqdm(base_mask, desc="block importance", unit="block", disable=not progress)):
         flipped = SkipSet.from_mask([m != (i == b) for i, m in enumerate(base_mask)])
         importance.append(log_alpha(flipped) - base if skipped else base - log_alpha(flipped))
-    return {"importance": importance, "anchor": anchor, "anchor_alpha": math.exp(base), "n_positions": probe.n_positions}
+    return {"importance": importance, "anchor": anchor, "anchor_alpha": math.exp(base),
+            "n_positions": probe.n_positions}
 
 
 def strategy_cost_model(model, model_name: str | None = None) -> CostModel:

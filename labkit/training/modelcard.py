@@ -77,7 +77,17 @@ def _draft_head_section(model_dir: Path) -> str:
     return f"""
 
 ## Draft head
-`draft_head/` holds a residual linear map (h -> h + W h + b, {head['hidden_size']} x {head['hidden_size']}) that the self-draft applies to its last hidden state when it skips attention {skip['attention']} and MLP {skip['mlp']}; the target never runs it, so decoding stays lossless (`labkit.load_draft_head`, `speculative_generate(draft_head=...)`). Fitted with `{info['command']}` on {info['machine']} (torch {info['torch']}; {info['seconds']:.0f} s when the model's greedy continuations are already in data/checkpoints, about 5 minutes more on 2 cores to generate them): KL(full || draft) + cross-entropy against the full model's top-1 token on {info['positions']:,} positions of the model's own greedy continuations ({info['config']['new_tokens']} tokens) of {info['windows'] - info['held_out_windows']:,} windows of the training split, {info['config']['epochs']} epochs. On the {info['held_out_windows']} held-out windows the draft's top-1 agrees with the full model's on {held['without_head']:.3f} of positions without the head and {held['with_head']:.3f} with it. Stop threshold recorded with it: {head['threshold']} (chosen on the choosing prompts, `docs/notes/draft_head_threshold.py`)."""
+`draft_head/` holds a residual linear map (h -> h + W h + b, {head['hidden_size']} x {head['hidden_size']}) that the \
+self-draft applies to its last hidden state when it skips attention {skip['attention']} and MLP {skip['mlp']}; the \
+target never runs it, so decoding stays lossless (`labkit.load_draft_head`, `speculative_generate(draft_head=...)`). \
+Fitted with `{info['command']}` on {info['machine']} (torch {info['torch']}; {info['seconds']:.0f} s when the model's \
+greedy continuations are already in data/checkpoints, about 5 minutes more on 2 cores to generate them): KL(full || \
+draft) + cross-entropy against the full model's top-1 token on {info['positions']:,} positions of the model's own \
+greedy continuations ({info['config']['new_tokens']} tokens) of {info['windows'] - info['held_out_windows']:,} windows \
+of the training split, {info['config']['epochs']} epochs. On the {info['held_out_windows']} held-out windows the \
+draft's top-1 agrees with the full model's on {held['without_head']:.3f} of positions without the head and \
+{held['with_head']:.3f} with it. Stop threshold recorded with it: {head['threshold']} (chosen on the choosing prompts, \
+`docs/notes/draft_head_threshold.py`)."""
 
 
 def _search_section(model_dir: Path) -> str:
@@ -98,7 +108,10 @@ def _search_section(model_dir: Path) -> str:
     return f"""
 
 ## Shipped draft configuration
-`labkit.best_config("{model_dir.name}")`: skip attention {skip['attention']} and MLP {skip['mlp']}, {draft}. Chosen by the lab's Bayesian search ({best['objective']} objective, {best['n_trials']} trials over {len(best['studies'])} studies; {search_hint(model_dir.name)}) as {how}. Why and how it compares: the README's "Search" section and `docs/decisions.md`."""
+`labkit.best_config("{model_dir.name}")`: skip attention {skip['attention']} and MLP {skip['mlp']}, {draft}. Chosen by \
+the lab's Bayesian search ({best['objective']} objective, {best['n_trials']} trials over {len(best['studies'])} \
+studies; {search_hint(model_dir.name)}) as {how}. Why and how it compares: the README's "Search" section and \
+`docs/decisions.md`."""
 
 
 def write_model_card(model_dir: Path) -> Path:
@@ -122,16 +135,22 @@ on the Python standard library's own source, so that it can be rebuilt on any ma
 ## Recipe
 {recipe_text}
 
-- Architecture: {cfg['n_layers']} layers x {cfg['hidden_size']} hidden, {cfg['n_heads']} heads, MLP {cfg['intermediate_size']}, tied embeddings, context {cfg['context']}.
+- Architecture: {cfg['n_layers']} layers x {cfg['hidden_size']} hidden, {cfg['n_heads']} heads, MLP \
+{cfg['intermediate_size']}, tied embeddings, context {cfg['context']}.
 - Tokenizer: byte-level BPE, {cfg['vocab_size']} tokens, trained on the training split (`tokenizers`).
-- Optimiser{' (the last stage; earlier stages in the notes below)' if rec.get('notes') else ''}: AdamW (beta 0.9/0.95, weight decay {cfg['weight_decay']}), peak lr {cfg['lr']}, {cfg['warmup_steps']} warm-up steps, cosine to {cfg['min_lr_ratio']} x peak; batch {cfg['batch_size']} x {cfg['context']} tokens; seed {cfg['seed']}.
-- Tokens seen: {rec['tokens_seen']:,} ({rec['steps']} steps); wall time {rec['wall_time_s'] / 60:.1f} min on {rec['hardware']}.
+- Optimiser{' (the last stage; earlier stages in the notes below)' if rec.get('notes') else ''}: AdamW (beta 0.9/0.95, \
+weight decay {cfg['weight_decay']}), peak lr {cfg['lr']}, {cfg['warmup_steps']} warm-up steps, cosine to \
+{cfg['min_lr_ratio']} x peak; batch {cfg['batch_size']} x {cfg['context']} tokens; seed {cfg['seed']}.
+- Tokens seen: {rec['tokens_seen']:,} ({rec['steps']} steps); wall time {rec['wall_time_s'] / 60:.1f} min on \
+{rec['hardware']}.
 - Weights stored in fp16 (safetensors); the lab loads them as fp32.
 {notes}
 ## Data
-Standard library of Python {rec['python']} (`{corpus['stdlib_root']}`), `*.py` without test folders, split by a hash of each file's path:
+Standard library of Python {rec['python']} (`{corpus['stdlib_root']}`), `*.py` without test folders, split by a hash \
+of each file's path:
 train {corpus['train']['files']} files / {corpus['train']['bytes']:,} bytes ({rec['train_tokens_in_corpus']:,} tokens),
-validation {corpus['validation']['files']} files / {corpus['validation']['bytes']:,} bytes ({rec['validation_tokens']:,} tokens).
+validation {corpus['validation']['files']} files / {corpus['validation']['bytes']:,} bytes \
+({rec['validation_tokens']:,} tokens).
 
 ## Quality
 Validation loss (full validation split, nats/token): **{rec['validation_loss']:.3f}**.

@@ -63,7 +63,8 @@ def greedy_continuation(model, prefix: torch.Tensor, n_new: int) -> tuple[torch.
     model.eval()
     cache = new_cache(model)
     batch, length = prefix.shape
-    next_token = model(input_ids=prefix, **cache_argument(model, cache), use_cache=True).logits[:, -1].argmax(-1)  # (B,)
+    next_token = model(input_ids=prefix, **cache_argument(model, cache),
+                       use_cache=True).logits[:, -1].argmax(-1)             # (B,)
     tokens, logits = [], []
     for i in range(n_new):
         tokens.append(next_token)

@@ -139,7 +139,8 @@ def token_comparison_html(comparison: TokenComparison, tokenizer, *, per_row: in
         forced = []
         for i in cols:
             ok = c.draft_forced[i] == c.full[i]
-            forced.append(f'<td style="{_CELL}background:{PALETTE["accepted"] if ok else PALETTE["rejected"]};color:white" '
+            forced.append(f'<td style="{_CELL}background:{PALETTE["accepted"] if ok else PALETTE["rejected"]};'
+                          f'color:white" '
                           f'title="position {i}: draft {html.escape(repr(tokenizer.decode([c.draft_forced[i]])))}, '
                           f'full model {html.escape(repr(tokenizer.decode([c.full[i]])))}">'
                           f'{dec(c.draft_forced[i])}</td>')

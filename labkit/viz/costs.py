@@ -28,11 +28,13 @@ def cost_breakdown_figure(cost_model, *, title: str | None = None) -> go.Figure:
         return f"{v:.2f} ms in all, {v / full:.0%}"
 
     fig = go.Figure()
-    fig.add_trace(go.Bar(x=x, y=[cm.fixed_ms] + [None] * (L + 1), name=f"fixed per forward: embedding, final norm, LM head, "
-                         f"framework ({share(cm.fixed_ms)})", marker_color=PALETTE["fixed"],
+    fig.add_trace(go.Bar(x=x, y=[cm.fixed_ms] + [None] * (L + 1),
+                         name=f"fixed per forward: embedding, final norm, LM head, framework ({share(cm.fixed_ms)})",
+                         marker_color=PALETTE["fixed"],
                          hovertemplate="fixed: %{y:.3f} ms<extra></extra>"))
-    fig.add_trace(go.Bar(x=x, y=[None] + list(cm.attention_ms) + [total_att / L], name=f"attention block ({share(total_att)})",
-                         marker_color=PALETTE["attention"], hovertemplate="layer %{x} attention: %{y:.3f} ms<extra></extra>"))
+    fig.add_trace(go.Bar(x=x, y=[None] + list(cm.attention_ms) + [total_att / L],
+                         name=f"attention block ({share(total_att)})", marker_color=PALETTE["attention"],
+                         hovertemplate="layer %{x} attention: %{y:.3f} ms<extra></extra>"))
     fig.add_trace(go.Bar(x=x, y=[None] + list(cm.mlp_ms) + [total_mlp / L], name=f"MLP block ({share(total_mlp)})",
                          marker_color=PALETTE["mlp"], hovertemplate="layer %{x} MLP: %{y:.3f} ms<extra></extra>"))
     fig.add_trace(go.Bar(x=x, y=[None] + list(cm.layer_ms) + [total_layer / L],
@@ -88,8 +90,8 @@ def verify_cost_figure(cost_model, *, highlight: int = 5, title: str | None = No
         fig.add_annotation(x=highlight, y=v, text=f"verifying {highlight} tokens costs {v:.1f} one-token steps",
                            showarrow=True, arrowhead=2, ax=60, ay=-70, bgcolor="white")
     fig.update_layout(
-        title=title or (f"Checking n tokens at once costs far less than n steps<br><sup>one-token step = {full:.2f} ms; "
-                        f"KV cache of {cm.context} tokens</sup>"),
+        title=title or (f"Checking n tokens at once costs far less than n steps<br>"
+                        f"<sup>one-token step = {full:.2f} ms; KV cache of {cm.context} tokens</sup>"),
         xaxis_title="tokens in the forward (the pending token + drafted tokens)",
         yaxis_title="cost in one-token steps (ms / one-token step ms)",
         legend=dict(yanchor="top", y=0.98, x=0.02, bgcolor="rgba(255,255,255,0.8)"), height=480, margin=dict(t=90),

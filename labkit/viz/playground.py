@@ -181,7 +181,7 @@ def playground_figure(grid: PlaygroundGrid, setting: Setting | None = None, live
                               annotation_font_size=10)
     ranges = axis_ranges(grid, setting, live)
     for row in range(2):
-        for col, (metric, _, _, y_title, _) in enumerate(PANELS):
+        for col, (_, _, _, y_title, _) in enumerate(PANELS):
             axis = row * 3 + col + 1
             fig.update_yaxes(title_text=y_title, range=ranges[f"yaxis{'' if axis == 1 else axis}.range"],
                              row=row + 1, col=col + 1, title_font_size=11)

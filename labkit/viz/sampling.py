@@ -19,8 +19,9 @@ from ..measure.speculative_sampling import acceptance_probability, alpha, total_
 from .style import FIGURE_WIDTH, PALETTE
 from .timeline import header, plotly_text
 
-__all__ = ["CURRENT_T", "TICK_CHARS", "lossless_view", "lossless_schematic", "top_tokens", "distribution_view", "distribution_title", "distributions_figure",
-           "monte_carlo_view", "monte_carlo_figure", "temperature_view", "temperature_figure"]
+__all__ = ["CURRENT_T", "TICK_CHARS", "lossless_view", "lossless_schematic", "top_tokens", "distribution_view",
+           "distribution_title", "distributions_figure", "monte_carlo_view", "monte_carlo_figure", "temperature_view",
+           "temperature_figure"]
 
 #: Name of the vertical lines that mark the temperature slider's value.
 CURRENT_T = "current temperature"

@@ -84,7 +84,8 @@ def exit_roc_figure(rocs: Mapping[str, Mapping[str, dict]], *, title: str | None
             fig.add_scatter(x=roc["fpr"].tolist(), y=roc["tpr"].tolist(), mode="lines", row=1, col=col,
                             name=f"{name}: {signal} (AUC {roc['auc']:.2f})",
                             line=dict(color=SIGNAL_COLORS.get(signal, PALETTE["auxiliary"])),
-                            hovertemplate=f"{signal}<br>false exits %{{x:.0%}}<br>right exits caught %{{y:.0%}}<extra></extra>")
+                            hovertemplate=f"{signal}<br>false exits %{{x:.0%}}<br>"
+                                          f"right exits caught %{{y:.0%}}<extra></extra>")
         fig.add_scatter(x=[0, 1], y=[0, 1], mode="lines", line=dict(color="#999", dash="dash", width=1),
                         showlegend=False, hoverinfo="skip", row=1, col=col)
         fig.update_xaxes(title_text="false-positive rate (exits that would be wrong)", range=[0, 1], row=1, col=col)

@@ -180,7 +180,8 @@ def speedup_bars_figure(summary: Mapping[str, Mapping[str, float]], *, title: st
     fig.add_vline(x=1.0, line_dash="dash", line_color="black", annotation_text="plain loop",
                   annotation_position="top")
     start = max(0.0, min(low + [1.0]) - 0.1)
-    fig.update_layout(title=title or "Speedup over the plain loop", xaxis_title="× the plain loop (min-max over repeats)",
+    fig.update_layout(title=title or "Speedup over the plain loop",
+                      xaxis_title="× the plain loop (min-max over repeats)",
                       xaxis_range=[start, max(high + [1.0]) * 1.05], yaxis_autorange="reversed", showlegend=False,
                       margin=dict(l=10), yaxis=dict(tickmode="array", tickvals=labels,
                                                     ticktext=[f"{k}: {v:.2f}x" for k, v in zip(labels, x)]))

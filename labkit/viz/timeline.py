@@ -286,7 +286,8 @@ def timeline_figure(trace, tokenizer, *, steps: tuple[int, int] | None = None,
         shapes.append(highlight_shape(times, highlight_step))
     s = trace.summary()
     mode = "sampling" if trace.sampling else "greedy"
-    subtitle = (f"{mode} · {s['steps']} steps · {s['emitted']} tokens · accepted / drafted {s['acceptance_rate']:.0%} · "
+    subtitle = (f"{mode} · {s['steps']} steps · {s['emitted']} tokens · "
+                f"accepted / drafted {s['acceptance_rate']:.0%} · "
                 f"{s['tokens_per_step']:.2f} tokens per step · {s['ms_per_token_with_prefill']:.1f} ms per token")
     fig.update_layout(
         barmode="overlay", width=width, shapes=shapes, annotations=annotations,
@@ -312,8 +313,8 @@ def comparison_figure(traces: dict, tokenizer, *, window_ms: tuple[float, float]
     subtitles = []
     for label in labels:
         s = as_trace(traces[label]).summary()
-        subtitles.append(f"<b>{label}</b>: accepted / drafted {s['acceptance_rate']:.0%}, {s['tokens_per_step']:.2f} tokens/step, "
-                         f"{s['ms_per_token_with_prefill']:.1f} ms/token")
+        subtitles.append(f"<b>{label}</b>: accepted / drafted {s['acceptance_rate']:.0%}, "
+                         f"{s['tokens_per_step']:.2f} tokens/step, {s['ms_per_token_with_prefill']:.1f} ms/token")
     fig = make_subplots(rows=len(labels), cols=1, shared_xaxes=True, vertical_spacing=0.16 / max(1, len(labels) - 1)
                         if len(labels) > 1 else 0.0, subplot_titles=subtitles)
     all_times = {label: step_times(as_trace(traces[label])) for label in labels}
