@@ -141,7 +141,8 @@ def test_the_architecture_page_lists_every_module_and_nothing_else():
     text = (ROOT / "docs" / "architecture.md").read_text()
     listed = set(re.findall(r"`(labkit(?:/\w+)*/\w+\.py)`", text))
     actual = {p.relative_to(ROOT).as_posix() for p in PACKAGE.rglob("*.py") if p.name != "__init__.py"}
-    assert listed == actual, f"missing from the page: {sorted(actual - listed)}; not in the tree: {sorted(listed - actual)}"
+    assert listed == actual, (f"missing from the page: {sorted(actual - listed)}; "
+                              f"not in the tree: {sorted(listed - actual)}")
 
 
 def test_each_package_docstring_names_every_module_it_holds():

@@ -1,5 +1,20 @@
+import json
+import statistics
+
+import pytest
+
 from labkit import prompts
 from labkit.artifacts.corpus import corpus_files, corpus_stats, split_of, stdlib_root
+from labkit.artifacts.prompts import (
+    OUTSIDE_PACKAGES,
+    PROMPT_OFFSET,
+    all_prompts,
+    benchmark_prompts,
+    read_prompt_file,
+    source_info,
+    source_label,
+)
+from labkit.artifacts.prompts import prompts as all_sources
 
 
 def test_split_is_by_file_and_deterministic():
@@ -34,12 +49,6 @@ def test_prompt_count_errors():
 # ---------------------------------------------------------------------------------------
 # other sources: installed packages (outside prompts) and a user's file
 # ---------------------------------------------------------------------------------------
-import json                                                                     # noqa: E402
-
-import pytest                                                                   # noqa: E402
-
-from labkit.artifacts.prompts import (OUTSIDE_PACKAGES, benchmark_prompts, prompts as all_sources,  # noqa: E402
-                                      read_prompt_file, source_info, source_label)
 
 
 def test_package_prompts_are_deterministic_spread_and_shaped_like_stdlib_prompts():
@@ -158,9 +167,6 @@ def test_package_files_split_by_file_without_tests():
 # ---------------------------------------------------------------------------------------
 # long sources: the same functions, each after the text of its file just before it
 # ---------------------------------------------------------------------------------------
-import statistics                                                               # noqa: E402
-
-from labkit.artifacts.prompts import PROMPT_OFFSET, all_prompts                 # noqa: E402
 
 LONG_SOURCES = [("stdlib-long", "stdlib"), ("packages-long", "packages")]
 

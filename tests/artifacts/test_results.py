@@ -4,8 +4,14 @@ import json
 import pytest
 
 from labkit import SkipSet
-from labkit.artifacts.results import (BUCKET_WIDTH, best_skip_set, greedy_path_sets, late_blocks_fallback,
-                                      skip_set_for, skip_sets_by_bucket)
+from labkit.artifacts.results import (
+    BUCKET_WIDTH,
+    best_skip_set,
+    greedy_path_sets,
+    late_blocks_fallback,
+    skip_set_for,
+    skip_sets_by_bucket,
+)
 
 
 def write_best(search_dir, key, overall: SkipSet, buckets: list[tuple[SkipSet | None, float]]):
@@ -42,7 +48,8 @@ def test_without_a_search_the_model_card_then_a_fixed_set_decide(tmp_path):
     folder.mkdir()
     card = SkipSet(attention=[2], mlp=[1, 3])
     (folder / "robustness.json").write_text(json.dumps({
-        "by_ratio": [{"ratio": 0.25, "skip_set": SkipSet(mlp=[3]).to_dict()}, {"ratio": 0.5, "skip_set": card.to_dict()}],
+        "by_ratio": [{"ratio": 0.25, "skip_set": SkipSet(mlp=[3]).to_dict()},
+                     {"ratio": 0.5, "skip_set": card.to_dict()}],
         "greedy_path": [{"skip_set": SkipSet(mlp=[3]).to_dict()}, {"skip_set": card.to_dict()}]}))
     assert skip_set_for(str(folder), 4, search_dir=tmp_path) == (card, "robustness.json (best agreement at 50 %)")
     assert greedy_path_sets(str(folder), 4) == [SkipSet(mlp=[3]), card]

@@ -24,8 +24,18 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))     # the layer's own helpers (servers, pages, notebook_page)
-from servers import (CHROMIUM_ARGS, DEFAULT_CHROMIUM, INSTALL_HINT, LAB_CONFIG, REPO, SHOTS, chromium_path,
-                     free_port, stop_server, wait_for_http)
+from servers import (
+    CHROMIUM_ARGS,
+    DEFAULT_CHROMIUM,
+    INSTALL_HINT,
+    LAB_CONFIG,
+    REPO,
+    SHOTS,
+    chromium_path,
+    free_port,
+    stop_server,
+    wait_for_http,
+)
 
 
 # -- Chromium -----------------------------------------------------------------------------------

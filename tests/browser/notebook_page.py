@@ -9,8 +9,16 @@ from __future__ import annotations
 import json
 import time
 
-from pages import (JS_DOM_STATE, JS_KERNEL_EXEC, PY_WIDGET_STATE, exact, figure_part, text_part, watch_errors,
-                   widget_mismatches)
+from pages import (
+    JS_DOM_STATE,
+    JS_KERNEL_EXEC,
+    PY_WIDGET_STATE,
+    exact,
+    figure_part,
+    text_part,
+    watch_errors,
+    widget_mismatches,
+)
 
 JS_NOTEBOOK_READY = """() => {
   const w = window.jupyterapp && jupyterapp.shell.currentWidget;

@@ -86,7 +86,8 @@ JS_KERNEL_EXEC = """async (code) => {
   future.onIOPub = msg => {
     const t = msg.header.msg_type;
     if (t === 'stream' && msg.content.name === 'stdout') out += msg.content.text;
-    if (t === 'error') error += msg.content.ename + ': ' + msg.content.evalue + String.fromCharCode(10) + msg.content.traceback.join(String.fromCharCode(10));
+    if (t === 'error') error += msg.content.ename + ': ' + msg.content.evalue + String.fromCharCode(10)
+                                + msg.content.traceback.join(String.fromCharCode(10));
   };
   await future.done;
   return {out, error};

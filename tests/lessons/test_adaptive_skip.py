@@ -152,15 +152,18 @@ def test_int8_rows_pair_the_static_set_with_itself():
 
 def test_draft_weights_sentence_reads_each_direction():
     cols = ["source", "method", "c", "acceptance", "speedup", "limit", "speedup_min", "speedup_max"]
-    rows = [("packages", "A", 0.60, 0.91, 1.16, 1.19, 1.14, 1.18), ("packages", "A8", 0.47, 0.92, 1.31, 1.33, 1.29, 1.33)]
+    rows = [("packages", "A", 0.60, 0.91, 1.16, 1.19, 1.14, 1.18),
+            ("packages", "A8", 0.47, 0.92, 1.31, 1.33, 1.29, 1.33)]
     text = say.draft_weights_sentence(pd.DataFrame(rows, columns=cols), "packages", "A", "A8")
     assert "cut the draft cost c (0.60 → 0.47" in text and "faster beyond the noise" in text
     assert "raised acceptance (0.910 → 0.920)" in text                 # int8 changes q: acceptance can rise
-    worse = [("packages", "A", 0.47, 0.92, 1.31, 1.33, 1.29, 1.33), ("packages", "A8", 0.60, 0.91, 1.16, 1.19, 1.14, 1.18)]
+    worse = [("packages", "A", 0.47, 0.92, 1.31, 1.33, 1.29, 1.33),
+             ("packages", "A8", 0.60, 0.91, 1.16, 1.19, 1.14, 1.18)]
     text = say.draft_weights_sentence(pd.DataFrame(worse, columns=cols), "packages", "A", "A8")
     assert ("did not cut the draft cost" in text and "slower beyond the noise" in text
             and "lowered acceptance (0.920 → 0.910)" in text)
-    close = [("packages", "A", 0.60, 0.91, 1.16, 1.19, 1.00, 1.30), ("packages", "A8", 0.47, 0.92, 1.20, 1.33, 1.1, 1.3)]
+    close = [("packages", "A", 0.60, 0.91, 1.16, 1.19, 1.00, 1.30),
+             ("packages", "A8", 0.47, 0.92, 1.20, 1.33, 1.1, 1.3)]
     assert "within the noise of fp32" in say.draft_weights_sentence(pd.DataFrame(close, columns=cols), "packages",
                                                                      "A", "A8")
 

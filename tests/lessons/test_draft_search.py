@@ -52,7 +52,8 @@ def test_bo_cost_sentence():
 
 
 def test_shipped_search_sentence():
-    best = {"objective": "priced", "overall": {"trial": 59, "study": "default-priced", "chosen_by": "wall clock (final check)"}}
+    best = {"objective": "priced",
+            "overall": {"trial": 59, "study": "default-priced", "chosen_by": "wall clock (final check)"}}
     assert "the fastest on the wall clock of its top 5" in draft_search.shipped_search_sentence(best, 208, 600.0)
     best["overall"]["chosen_by"] = "objective"
     assert "the lowest objective value" in draft_search.shipped_search_sentence(best, 208, None)
@@ -66,5 +67,6 @@ def test_speedup_bars_figure_draws_the_summary():
     bar = fig.data[0]
     assert list(bar.y) == ["a", "b"] and list(bar.x) == pytest.approx([1.5, 0.9])
     assert list(fig.layout.yaxis.ticktext) == ["a: 1.50x", "b: 0.90x"]
-    assert list(bar.error_x.array) == pytest.approx([0.1, 0.1]) and list(bar.error_x.arrayminus) == pytest.approx([0.1, 0.1])
+    assert (list(bar.error_x.array) == pytest.approx([0.1, 0.1])
+            and list(bar.error_x.arrayminus) == pytest.approx([0.1, 0.1]))
     assert fig.layout.xaxis.range[0] == pytest.approx(0.7)                 # starts near the lowest range, not at 0

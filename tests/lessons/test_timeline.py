@@ -4,14 +4,15 @@ from pathlib import Path
 
 import pytest
 import torch
+from tiny_models import tiny_model
+from tiny_traces import TOK, VOCAB, StubTokenizer, greedy, model, prompt  # noqa: F401 (fixtures)
 
 from labkit import SkipSet
-from labkit.artifacts import models as amod, prompts as aprm
+from labkit.artifacts import models as amod
+from labkit.artifacts import prompts as aprm
 from labkit.lessons import timeline as tll
 from labkit.measure import speed as spd
 from labkit.viz import timeline as tlv
-from tiny_models import tiny_model
-from tiny_traces import TOK, VOCAB, StubTokenizer, greedy, model, prompt  # noqa: F401 (fixtures)
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -26,7 +27,7 @@ def test_replayer_follows_the_slider(greedy):
     assert replayer.step == 0 and replayer.html.value == first_html
     target = len(greedy.trace.steps) - 2
     replayer.slider.value = target
-    assert "<b>Step %d</b>" % target in replayer.html.value and replayer.html.value != first_html
+    assert f"<b>Step {target}</b>" in replayer.html.value and replayer.html.value != first_html
     assert replayer.highlighted() == pytest.approx((times.draft_start_ms[target], times.verify_end_ms[target]))
     lo, hi = replayer.figure.layout.xaxis.range                # the view followed the step
     assert lo <= times.draft_start_ms[target] and times.verify_end_ms[target] <= hi

@@ -3,13 +3,13 @@ import json
 import math
 
 import pytest
+from tiny_models import random_draft_head, tiny_model
 
+from labkit import SkipSet
+from labkit.artifacts.models import draft_head_folder
 from labkit.artifacts.paths import MODELS_DIR
 from labkit.measure import bench
 from labkit.viz.bench import bench_figure
-from labkit import SkipSet
-from labkit.artifacts.models import draft_head_folder
-from tiny_models import random_draft_head, tiny_model
 
 
 @pytest.fixture(scope="module")
@@ -50,12 +50,14 @@ def test_quick_benchmark_runs_every_method_and_checks_identity(tiny_folders, tmp
         rows = [r for r in section["rows"] if r["prompts"] == source]
         names_here = [r["method"] for r in rows]
         for strategy in ("on-the-fly", "in-context", "knapsack"):
-            assert any(n.endswith(strategy) for n in names_here) and any(strategy + " + prompt lookup" in n for n in names_here)
+            assert (any(n.endswith(strategy) for n in names_here)
+                    and any(strategy + " + prompt lookup" in n for n in names_here))
         assert any(n.endswith(", int8 draft") for n in names_here)                 # the static sets' int8 rows
         assert not any("int8" in n for n in names_here if "static" not in n)
         assert {n.split(": ", 1)[1] for n in names_here if "draft head" in n} == {
             "static: head's set + draft head", "static: head's set + draft head + prompt lookup",
-            "static: head's set + draft head, int8 draft", "static: head's set + draft head, int8 draft + prompt lookup"}
+            "static: head's set + draft head, int8 draft",
+            "static: head's set + draft head, int8 draft + prompt lookup"}
         for row in rows:
             assert row["identical"] is True, (source, row["method"])
         assert all(0 <= r["select_share"] < 1 for r in rows if r["family"] == "labkit")
@@ -67,7 +69,8 @@ def test_quick_benchmark_runs_every_method_and_checks_identity(tiny_folders, tmp
     assert paths[-1].name == "bench_strategies.csv" and paths[-1].exists()
     fig = bench_figure(result["greedy"])
     assert fig.layout.title.text and fig.layout.xaxis.title.text and len(fig.data) >= 2
-    assert "speedup" in bench.format_table(result["greedy"]).splitlines()[0] or "vs gen" in bench.format_table(result["greedy"])
+    assert ("speedup" in bench.format_table(result["greedy"]).splitlines()[0]
+            or "vs gen" in bench.format_table(result["greedy"]))
 
 
 def test_summary_arithmetic_per_model():
@@ -77,8 +80,12 @@ def test_summary_arithmetic_per_model():
 
     seq = torch.tensor([[1, 2, 3]])
     gen, plain, spec = (Method("generate", "m: HF generate", "m", "baseline"),
-                        Method("plain", "m: labkit plain loop", "m", "baseline"), Method("self-spec", "m: self-spec", "m"))
-    rec = lambda s, **kw: RunRecord(s, 10, seq, **kw)
+                        Method("plain", "m: labkit plain loop", "m", "baseline"),
+                        Method("self-spec", "m: self-spec", "m"))
+
+    def rec(s, **kw):
+        return RunRecord(s, 10, seq, **kw)
+
     records = {gen: [[rec(0.2)], [rec(0.4)]], plain: [[rec(0.1)], [rec(0.1)]],
                spec: [[rec(0.05, drafted=8, accepted=6, steps=4, emitted=10, draft_s=0.01, verify_s=0.04)]] * 2}
     rows = {r["method"]: r for r in bench.summarise_by_model(Runs([gen, plain, spec], records))}

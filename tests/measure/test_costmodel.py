@@ -3,12 +3,19 @@ import math
 
 import pytest
 import torch
+from tiny_models import tiny_model
 
 from labkit import AdaptiveThreshold, FixedK, SkipSet, speculative_generate
-from labkit.measure.analytic import (best_gamma, expected_tokens_per_step, predict, predicted_ms_per_token, speedup,
-                                     trace_limit, trace_speedup)
+from labkit.measure.analytic import (
+    best_gamma,
+    expected_tokens_per_step,
+    predict,
+    predicted_ms_per_token,
+    speedup,
+    trace_limit,
+    trace_speedup,
+)
 from labkit.measure.costmodel import CostModel, measure_cost_model
-from tiny_models import tiny_model
 
 
 def hand_model() -> CostModel:

@@ -5,14 +5,19 @@ import math
 import pandas as pd
 import pytest
 import torch
+from tiny_models import ToyTokenizer, tiny_model
 
 from labkit import SkipSet, StaticThreshold
 from labkit.core.drafters import SelfDrafter
-from labkit.measure.drafter_comparison import (compare_drafters, kv_floats_per_token, n_parameters, standard_drafters,
-                                               with_gate)
+from labkit.measure.drafter_comparison import (
+    compare_drafters,
+    kv_floats_per_token,
+    n_parameters,
+    standard_drafters,
+    with_gate,
+)
 from labkit.measure.early_exit import hf_early_exit_profile, labkit_early_exit_profile
 from labkit.measure.gate import gate_preview, gate_signal, gate_sweep
-from tiny_models import ToyTokenizer, tiny_model
 
 PROMPTS = ["def add(a, b):\n    return a + b\n\ndef add(", "class Box:\n    def __init__(self):"]
 

@@ -3,12 +3,12 @@ import math
 
 import pytest
 import torch
+from tiny_models import tiny_model
 
 from labkit import FixedK, SkipSet, autoregressive_generate, speculative_generate
 from labkit.core.decoding import GenerationResult
 from labkit.core.expectation import speedup_limit
 from labkit.measure import harness as h
-from tiny_models import tiny_model
 
 
 @pytest.fixture(scope="module")
@@ -20,7 +20,8 @@ PROMPTS = [torch.tensor([[1, 2, 3, 4]]), torch.tensor([[9, 8, 7]])]
 
 
 def plain(model):
-    return h.Decoder(h.Method("plain", "plain", family="baseline"), lambda ids, n: autoregressive_generate(model, ids, n))
+    return h.Decoder(h.Method("plain", "plain", family="baseline"),
+                     lambda ids, n: autoregressive_generate(model, ids, n))
 
 
 def spec(model, name="spec"):

@@ -4,6 +4,7 @@ import json
 
 import pytest
 import torch
+from tiny_models import save_tiny_model_folder, tiny_model
 
 from labkit import DraftConfig, SkipSet
 from labkit.artifacts.results import best_config
@@ -11,9 +12,14 @@ from labkit.measure.costmodel import CostModel, measure_cost_model
 from labkit.search import SearchConfig, export_results, run_search
 from labkit.search.final import FinalConfig, final_check, top_configs
 from labkit.search.objectives import PricedObjective, _decode_all
-from labkit.search.space import (CONFIG_MAX_DRAFTS, CONFIG_THRESHOLDS, config_from_params, config_param_names,
-                                 params_from_config, warm_start_configs)
-from tiny_models import save_tiny_model_folder, tiny_model
+from labkit.search.space import (
+    CONFIG_MAX_DRAFTS,
+    CONFIG_THRESHOLDS,
+    config_from_params,
+    config_param_names,
+    params_from_config,
+    warm_start_configs,
+)
 
 # hand-made cost models of the 4-layer tiny model: int8 drafts cost less per block, verifies are the model's own
 CM = CostModel(n_layers=4, fixed_ms=0.3, attention_ms=[0.1] * 4, mlp_ms=[0.08] * 4, layer_ms=[0.05] * 4,
@@ -33,7 +39,8 @@ def test_config_space_round_trip():
     names = config_param_names(4)
     assert names[:8] == ["attn_0", "attn_1", "attn_2", "attn_3", "mlp_0", "mlp_1", "mlp_2", "mlp_3"]
     assert names[8:] == ["int8", "adaptive", "threshold_i", "max_draft_i"]
-    config = DraftConfig(SkipSet(attention=[1], mlp=[3]), "int8", "adaptive", CONFIG_THRESHOLDS[2], CONFIG_MAX_DRAFTS[1])
+    config = DraftConfig(SkipSet(attention=[1], mlp=[3]), "int8", "adaptive", CONFIG_THRESHOLDS[2],
+                         CONFIG_MAX_DRAFTS[1])
     assert config_from_params(params_from_config(config, 4), 4) == config
     snapped = params_from_config(DraftConfig(threshold=0.33, max_draft=10), 4)            # nearest values
     assert CONFIG_THRESHOLDS[snapped["threshold_i"]] == 0.3 and CONFIG_MAX_DRAFTS[snapped["max_draft_i"]] == 8
@@ -43,7 +50,10 @@ def test_config_space_round_trip():
 
 def test_priced_objective_is_deterministic_and_prices_every_step():
     model = tiny_model("llama", n_layers=4, seed=1)
-    tok = lambda text, **_: {"input_ids": torch.tensor([[1 + ord(c) % 90 for c in text]])}
+
+    def tok(text, **_):
+        return {"input_ids": torch.tensor([[1 + ord(c) % 90 for c in text]])}
+
     objective = PricedObjective(model, tok, ["def f(x):\n    return x", "class A:\n    pass"], {None: CM, "int8": CM8},
                                 max_new_tokens=10)
     assert objective.baseline_ms >= CM.full_step_ms and set(objective.overhead) == {None, "int8"}

@@ -14,14 +14,22 @@ from pathlib import Path
 
 import optuna
 import pytest
+from tiny_models import save_tiny_model_folder
 
 from labkit import SkipSet
-from labkit.measure.costmodel import CostModel
 from labkit.artifacts.results import best_skip_set, ratio_buckets
-from labkit.search import (SearchConfig, export_results, open_storage, param_names, params_from_skip, run_search,
-                           skip_from_params, warm_start_sets)
+from labkit.measure.costmodel import CostModel
+from labkit.search import (
+    SearchConfig,
+    export_results,
+    open_storage,
+    param_names,
+    params_from_skip,
+    run_search,
+    skip_from_params,
+    warm_start_sets,
+)
 from labkit.search.__main__ import main
-from tiny_models import save_tiny_model_folder
 
 REPO = Path(__file__).resolve().parents[2]
 # a hand-made cost model for the 4-layer tiny model: tests that are not about measuring skip the timing
@@ -213,7 +221,8 @@ def test_two_workers_share_one_study(tiny, tmp_path):
     procs = [worker(tiny, storage, name, trials=4, seed=seed) for seed in range(2)]
     outputs = [p.communicate(timeout=120)[0] for p in procs]
     if [p.returncode for p in procs] != [0, 0]:
-        pytest.fail("a worker failed:\n" + "\n=====\n".join(f"exit {p.returncode}:\n{o}" for p, o in zip(procs, outputs)))
+        pytest.fail("a worker failed:\n"
+                    + "\n=====\n".join(f"exit {p.returncode}:\n{o}" for p, o in zip(procs, outputs)))
     trials = complete(storage, name)
     assert len(trials) == 8
     workers = [t.user_attrs["eval"]["worker"] for t in trials]
@@ -279,8 +288,13 @@ def test_journal_storage(tiny, tmp_path):
 # -- sampler comparison, rank agreement, figures -------------------------------------------------
 def test_compare_rank_and_figures(tiny, tmp_path):
     from labkit.search import compare_samplers, rank_agreement
-    from labkit.viz.search import best_so_far_figure, optimization_history, param_importances, rank_scatter, \
-        skip_mask_heatmap
+    from labkit.viz.search import (
+        best_so_far_figure,
+        optimization_history,
+        param_importances,
+        rank_scatter,
+        skip_mask_heatmap,
+    )
 
     cmp = compare_samplers(tiny, SearchConfig(**FAST), seeds=(0, 1), trials=5, **QUIET)
     for sampler in ("gp", "tpe", "random"):

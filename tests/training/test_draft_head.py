@@ -2,16 +2,22 @@
 a fit that raises the draft's agreement, the command line's checks; and the head shipped with `default`."""
 import pytest
 import torch
+from tiny_models import ToyTokenizer, tiny_model
 
 import labkit.training.draft_head as fitting
 from labkit import SkipSet, autoregressive_generate, load_draft_head, load_model, speculative_generate
 from labkit.artifacts.models import draft_head_folder
 from labkit.artifacts.prompts import benchmark_prompts
-from labkit.core.draft_head import DraftHead
 from labkit.artifacts.results import trained_draft_path
-from labkit.training.draft_head import (HeadConfig, agreement, continuations, fit_draft_head, hidden_pairs,
-                                        training_windows)
-from tiny_models import ToyTokenizer, tiny_model
+from labkit.core.draft_head import DraftHead
+from labkit.training.draft_head import (
+    HeadConfig,
+    agreement,
+    continuations,
+    fit_draft_head,
+    hidden_pairs,
+    training_windows,
+)
 
 SKIP = SkipSet(attention=[1], mlp=[2])
 SOURCE = "def f{i}(x):\n    '''Add one to x.'''\n    return x + {i}\n" * 12

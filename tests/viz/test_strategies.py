@@ -3,8 +3,13 @@ import pandas as pd
 import pytest
 
 from labkit.measure.adaptive import PLAIN
-from labkit.viz.strategies import (acceptance_figure, agreement_figure, overhead_figure, set_timeline_figure,
-                                   speedup_figure)
+from labkit.viz.strategies import (
+    acceptance_figure,
+    agreement_figure,
+    overhead_figure,
+    set_timeline_figure,
+    speedup_figure,
+)
 from labkit.viz.style import FIGURE_WIDTH
 
 FRAME = pd.DataFrame({
