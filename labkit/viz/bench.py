@@ -8,26 +8,29 @@ from .style import PALETTE
 
 __all__ = ["TEACHING_ROWS", "teaching_rows", "bench_figure"]
 
-# The rows notebook 04 shows (model, method as the benchmark labels it), in reading order: the reference, what
-# transformers offers, the playground's method with each stop rule, prompt lookup in front, and the same method on
-# the plain twin (why the skip-robust training matters). The other rows belong to notebooks 06-08.
-TEACHING_ROWS = (("default", "default: labkit plain loop"), ("default", "default: HF generate"),
-                 ("default", "default: self-spec, fixed K"), ("default", "default: self-spec, static threshold"),
-                 ("default", "default: self-spec, adaptive threshold"),
-                 ("default", "default: self-spec adaptive + prompt lookup"), ("default", "default: HF prompt lookup"),
-                 ("default", "default: HF assistant model (draft)"), ("default", "default: HF early exit (layer 6)"),
-                 ("plain", "plain: self-spec, adaptive threshold"))
+# The rows notebook 04 shows, in reading order: (which model: the benchmark's first, or its second, the plain
+# twin; how the method's label begins after "<model>: "): the reference, what transformers offers, the playground's
+# method with each stop rule, prompt lookup in front, and the same method on the plain twin (why the skip-robust
+# training matters). The other rows belong to notebooks 06-09.
+TEACHING_ROWS = (("first", "labkit plain loop"), ("first", "HF generate"), ("first", "self-spec, fixed K"),
+                 ("first", "self-spec, static threshold"), ("first", "self-spec, adaptive threshold"),
+                 ("first", "self-spec adaptive + prompt lookup"), ("first", "HF prompt lookup"),
+                 ("first", "HF assistant model"), ("first", "HF early exit"),
+                 ("second", "self-spec, adaptive threshold"))
 
 
 def teaching_rows(rows: list[dict], wanted=TEACHING_ROWS) -> list[dict]:
-    """The benchmark rows named in ``wanted`` that were timed, in that order, each with its speedup over its own
+    """The benchmark rows ``wanted`` names that were timed, in that order, each with its speedup over its own
     model's plain loop and that speedup's spread (the plain loop's median ms / the row's max and min ms per token
     over the repetitions): ``speedup``, ``speedup_lo``, ``speedup_hi``."""
     rows = [upgrade_row(r) for r in rows]
+    models = list(dict.fromkeys(r["model"] for r in rows))
     plain = {r["model"]: r["ms_per_token"] for r in rows if r["method"].endswith("labkit plain loop")}
     out = []
-    for model, method in wanted:
-        row = next((r for r in rows if r["model"] == model and r["method"] == method), None)
+    for which, begins in wanted:
+        model = models[0 if which == "first" else 1] if len(models) > (which != "first") else None
+        row = next((r for r in rows if r["model"] == model
+                    and r["method"].split(": ", 1)[-1].startswith(begins)), None)
         if row is None or model not in plain or not is_number(row.get("ms_per_token")):
             continue
         base = plain[model]
