@@ -4,9 +4,10 @@ import itertools
 
 import torch
 from scipy import stats
-from tiny_models import tiny_model
 
 from labkit.core.sampling import Warp
+
+from tiny_models import tiny_model
 
 VOCAB = 6
 N_SAMPLES = 3000

@@ -10,11 +10,12 @@ import json
 import time
 
 import pytest
-from tiny_models import save_tiny_model_folder
 
 from labkit import SkipSet, load_model
 from labkit.artifacts.results import BUCKET_WIDTH, ratio_buckets
 from labkit.measure import grid as pgm
+
+from tiny_models import save_tiny_model_folder
 
 PROMPTS = ["def add(a, b):\n    return", "for i in range(10):\n    print(i"]
 

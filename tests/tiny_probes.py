@@ -1,11 +1,12 @@
 """A toy cost model and greedy-elimination paths of two tiny random Llamas, shared by the tests of the
 measurement (tests/measure/test_robustness_and_speed.py) and of its figures (tests/viz/test_costs_and_agreement.py)."""
 import pytest
-from tiny_models import ToyTokenizer, tiny_model
 
 from labkit.measure.agreement import AgreementProbe
 from labkit.measure.costmodel import CostModel
 from labkit.measure.robustness import greedy_elimination
+
+from tiny_models import ToyTokenizer, tiny_model
 
 
 def toy_cost_model(n_layers=4) -> CostModel:

@@ -2,9 +2,10 @@
 tests/lessons/test_timeline.py: the replayer), with a tokenizer whose tokens are the awkward cases."""
 import pytest
 import torch
-from tiny_models import tiny_model
 
 from labkit import FixedK, SkipSet, speculative_generate
+
+from tiny_models import tiny_model
 
 VOCAB = 97
 

@@ -32,12 +32,7 @@ import torch
 from ..core.cache import new_cache
 from ..core.checks import check_int
 from ..core.forward import check_inputs, forward_tokens
-from .corpus import (
-    corpus_files,
-    package_files,
-    package_folder,
-    stdlib_root,
-)
+from .corpus import corpus_files, package_files, package_folder, stdlib_root
 
 __all__ = ["Prompt", "prompts", "benchmark_prompts", "pick_prompt", "PROMPT_OFFSET", "OUTSIDE_PACKAGES",
            "BUILTIN_SOURCES", "package_prompts", "read_prompt_file", "source_info", "source_label",

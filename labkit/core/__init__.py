@@ -12,14 +12,7 @@ from .cache import crop_to, new_cache
 from .decoding import GenerationResult, autoregressive_generate, speculative_generate
 from .draft_config import DraftConfig
 from .draft_head import DraftHead
-from .drafters import (
-    Draft,
-    Drafter,
-    LookupDrafter,
-    ModelDrafter,
-    SelfDrafter,
-    ngram_lookup,
-)
+from .drafters import Draft, Drafter, LookupDrafter, ModelDrafter, SelfDrafter, ngram_lookup
 from .early_exit import EarlyExitDrafter
 from .forward import forward_tokens
 from .gate import TargetConfidenceGate
@@ -27,13 +20,7 @@ from .jacobi import jacobi_generate
 from .policies import AdaptiveThreshold, DraftPolicy, FixedK, StaticThreshold
 from .sampling import Warp
 from .skip import SkipSet, format_skip_set, parse_skip_set, skipping
-from .strategies import (
-    InContextStrategy,
-    KnapsackStrategy,
-    OnTheFlyStrategy,
-    SkipStrategy,
-    StaticStrategy,
-)
+from .strategies import InContextStrategy, KnapsackStrategy, OnTheFlyStrategy, SkipStrategy, StaticStrategy
 from .trace import JacobiIteration, JacobiTrace, StepRecord, Trace
 from .tree_shapes import draft_tree
 

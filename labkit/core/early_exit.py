@@ -41,10 +41,7 @@ from collections.abc import Iterator
 
 import torch
 from torch import nn
-from transformers.masking_utils import (
-    create_causal_mask,
-    create_sliding_window_causal_mask,
-)
+from transformers.masking_utils import create_causal_mask, create_sliding_window_causal_mask
 
 from .architectures import check_mask_free_drafting, check_supported, n_layers
 from .checks import check_int

@@ -22,11 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ..core.decoding import (
-    GenerationResult,
-    autoregressive_generate,
-    speculative_generate,
-)
+from ..core.decoding import GenerationResult, autoregressive_generate, speculative_generate
 from ..core.drafters import Drafter
 from ..core.gate import TargetConfidenceGate
 from ..core.policies import AdaptiveThreshold, DraftPolicy, FixedK

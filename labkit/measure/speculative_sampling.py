@@ -23,11 +23,7 @@ import torch
 from tqdm.auto import tqdm
 
 from ..core.checks import check_int
-from ..core.decoding import (
-    GenerationResult,
-    autoregressive_generate,
-    speculative_generate,
-)
+from ..core.decoding import GenerationResult, autoregressive_generate, speculative_generate
 from ..core.drafters import Drafter, SelfDrafter
 from ..core.policies import DraftPolicy, FixedK
 from ..core.sampling import residual_distribution

@@ -2,10 +2,11 @@
 
 import pytest
 import torch
-from tiny_models import tiny_model
 
 import labkit.artifacts.models as models
 from labkit import load_model
+
+from tiny_models import tiny_model
 
 CODE = 'def add(a, b):\n    """Return a + b."""\n    return a + b\n'
 

@@ -14,6 +14,7 @@ import sys
 import time
 
 import pytest
+
 from pages import (
     JS_DOM_STATE,
     PY_WIDGET_STATE,

@@ -25,10 +25,11 @@ from dataclasses import dataclass
 
 import papermill as pm
 import pytest
-from notebook_page import NotebookPage, WidgetDriver
-from pages import PLOTLY_MIME, WIDGET_MIME, close, decode, wait_until
 
 from labkit.lessons.notebook import notebook_paths
+
+from notebook_page import NotebookPage, WidgetDriver
+from pages import PLOTLY_MIME, WIDGET_MIME, close, decode, wait_until
 
 pytestmark = pytest.mark.browser
 NOTEBOOKS = [p.name for p in notebook_paths()]

@@ -2,11 +2,12 @@
 model name where a loaded model belongs is told how to load it)."""
 import pytest
 import torch
-from tiny_models import ARCHITECTURES, tiny_model
 
 from labkit import SkipSet, autoregressive_generate, speculative_generate
 from labkit.core.architectures import SUPPORTED_ARCHITECTURES, check_mask_free_drafting, check_supported, n_layers
 from labkit.measure.strategies import block_importance, make_strategies, skip_strategy, strategy_cost_model
+
+from tiny_models import ARCHITECTURES, tiny_model
 
 
 @pytest.fixture(scope="module")

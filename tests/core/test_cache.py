@@ -3,11 +3,12 @@ absolute length (not by the same count), and ``fork_cache`` copies a prefix for 
 the original."""
 import pytest
 import torch
-from tiny_models import ARCHITECTURES, tiny_model
 
 from labkit import SkipSet, skipping
 from labkit.core.cache import crop_to, fork_cache, layer_lengths, new_cache
 from labkit.core.forward import forward_tokens
+
+from tiny_models import ARCHITECTURES, tiny_model
 
 L = 4
 

@@ -4,10 +4,11 @@ import random
 
 import pytest
 import torch
-from tiny_models import ARCHITECTURES, tiny_model
 
 from labkit import AdaptiveThreshold, FixedK, SkipSet, StaticThreshold, autoregressive_generate, speculative_generate
 from labkit.core.strategies import InContextStrategy, KnapsackStrategy, OnTheFlyStrategy, StaticStrategy
+
+from tiny_models import ARCHITECTURES, tiny_model
 
 N_LAYERS = 4
 VOCAB = 97

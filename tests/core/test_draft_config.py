@@ -1,9 +1,10 @@
 """DraftConfig: one self-draft's skip set, draft weights and stop rule."""
 import pytest
-from tiny_models import tiny_model
 
 from labkit import AdaptiveThreshold, DraftConfig, SkipSet, StaticThreshold, speculative_generate
 from labkit.core.decoding import autoregressive_generate
+
+from tiny_models import tiny_model
 
 
 def test_round_trip_policy_and_description():

@@ -5,12 +5,13 @@ import random
 
 import pytest
 import torch
-from tiny_models import ARCHITECTURES, random_draft_head, tiny_model
 
 from labkit import FixedK, SkipSet, StaticThreshold, autoregressive_generate, load_draft_head, speculative_generate
 from labkit.core.draft_head import DraftHead, final_norm
 from labkit.core.drafters import SelfDrafter
 from labkit.core.strategies import OnTheFlyStrategy
+
+from tiny_models import ARCHITECTURES, random_draft_head, tiny_model
 
 N_LAYERS, VOCAB = 4, 97
 SKIP = SkipSet(attention=[1, 3], mlp=[2])

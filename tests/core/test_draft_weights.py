@@ -5,12 +5,13 @@ import random
 
 import pytest
 import torch
-from tiny_models import ARCHITECTURES, tiny_model
 from torch import nn
 
 from labkit import FixedK, SkipSet, StaticThreshold, autoregressive_generate, speculative_generate
 from labkit.core.draft_weights import Int8DraftWeights, Int8Linear, draft_weights
 from labkit.core.strategies import InContextStrategy, OnTheFlyStrategy
+
+from tiny_models import ARCHITECTURES, tiny_model
 
 N_LAYERS, VOCAB = 4, 97
 

@@ -4,7 +4,6 @@ import math
 
 import pytest
 import torch
-from tiny_models import tiny_model
 
 from labkit import FixedK, SkipSet, StaticThreshold, autoregressive_generate, speculative_generate
 from labkit.core.cache import new_cache
@@ -14,6 +13,8 @@ from labkit.core.sampling import Warp
 from labkit.core.state import DecodingState
 from labkit.core.strategies import StaticStrategy
 from labkit.core.verify import forward_with_hidden_states
+
+from tiny_models import tiny_model
 
 
 @pytest.fixture(scope="module")

@@ -3,7 +3,6 @@ import random
 
 import pytest
 import torch
-from tiny_models import ARCHITECTURES, tiny_model
 
 from labkit import (
     AdaptiveThreshold,
@@ -22,6 +21,8 @@ from labkit.core.sampling import Warp
 from labkit.core.skip import decoder_layers
 from labkit.core.state import DecodingState
 from labkit.core.verify import target_forward
+
+from tiny_models import ARCHITECTURES, tiny_model
 
 N_LAYERS = 4
 VOCAB = 97

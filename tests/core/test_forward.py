@@ -2,11 +2,12 @@
 inputs (a bad prompt gets a named error from every entry point)."""
 import pytest
 import torch
-from tiny_models import ARCHITECTURES, tiny_model
 
 from labkit import autoregressive_generate, speculative_generate
 from labkit.core.cache import layer_lengths, new_cache
 from labkit.core.forward import cache_argument, check_inputs, eos_set, forward_tokens, model_output
+
+from tiny_models import ARCHITECTURES, tiny_model
 
 
 @pytest.fixture(scope="module")

@@ -4,7 +4,6 @@ import random
 
 import pytest
 import torch
-from tiny_models import ARCHITECTURES, tiny_model
 
 from labkit import (
     AdaptiveThreshold,
@@ -15,6 +14,8 @@ from labkit import (
     autoregressive_generate,
     speculative_generate,
 )
+
+from tiny_models import ARCHITECTURES, tiny_model
 
 VOCAB = 97
 

@@ -5,10 +5,11 @@ import random
 
 import pytest
 import torch
-from tiny_models import ARCHITECTURES, tiny_model
 
 from labkit import SkipSet, autoregressive_generate, jacobi_generate
 from labkit.core.jacobi import INITS, METHODS, JacobiTrace, fixed_prefix
+
+from tiny_models import ARCHITECTURES, tiny_model
 
 N_LAYERS = 4
 VOCAB = 97

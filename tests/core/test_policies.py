@@ -2,10 +2,11 @@
 fixed threshold, AdaptiveThreshold moves its threshold with the smoothed acceptance rate (Draft & Verify's rule)."""
 import pytest
 import torch
-from tiny_models import tiny_model
 
 from labkit import AdaptiveThreshold, FixedK, SkipSet, StaticThreshold, speculative_generate
 from labkit.core.policies import DraftPolicy
+
+from tiny_models import tiny_model
 
 IDS = torch.tensor([[5, 6, 7]])
 

@@ -2,17 +2,6 @@
 
 import pytest
 import torch
-from exact_sampling import (
-    PROMPT,
-    WARPS,
-    chi_square_p_value,
-    empirical,
-    exact_two_token_distribution,
-    sharp_tiny_model,
-    total_variation,
-    tv_bound,
-)
-from tiny_models import random_draft_head
 
 import labkit.core.verify as verify_module
 from labkit import (
@@ -25,6 +14,18 @@ from labkit import (
 )
 from labkit.core.sampling import Warp
 from labkit.core.strategies import InContextStrategy, KnapsackStrategy, OnTheFlyStrategy
+
+from exact_sampling import (
+    PROMPT,
+    WARPS,
+    chi_square_p_value,
+    empirical,
+    exact_two_token_distribution,
+    sharp_tiny_model,
+    total_variation,
+    tv_bound,
+)
+from tiny_models import random_draft_head
 
 
 @pytest.fixture(scope="module")

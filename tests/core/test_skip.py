@@ -4,12 +4,13 @@ from dataclasses import FrozenInstanceError
 
 import pytest
 import torch
-from tiny_models import ARCHITECTURES, tiny_model
 
 from labkit import SkipSet, skipping, speculative_generate
 from labkit.core.cache import layer_lengths, new_cache
 from labkit.core.forward import forward_tokens
 from labkit.core.skip import batched_skipping, decoder_layers, format_skip_set, parse_skip_set, pre_mlp_norm
+
+from tiny_models import ARCHITECTURES, tiny_model
 
 L = N_LAYERS = 4
 VOCAB = 97

@@ -1,9 +1,9 @@
 """labkit.core.state: what one decoding call carries between steps (the last token is pending)."""
-from tiny_models import tiny_model
-
 from labkit.core.cache import new_cache
 from labkit.core.sampling import Warp
 from labkit.core.state import DecodingState
+
+from tiny_models import tiny_model
 
 
 def test_position_emitted_and_vocabulary():

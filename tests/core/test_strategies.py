@@ -6,7 +6,6 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from tiny_models import ARCHITECTURES, tiny_model
 
 from labkit import AdaptiveThreshold, FixedK, SkipSet, autoregressive_generate, skipping, speculative_generate
 from labkit.core.cache import crop_to, new_cache
@@ -28,6 +27,8 @@ from labkit.core.strategies import (
 from labkit.core.strategies.base import Probation, SmoothedAcceptance
 from labkit.core.strategies.on_the_fly import _surrogate_proposal
 from labkit.core.verify import target_forward
+
+from tiny_models import ARCHITECTURES, tiny_model
 
 L, VOCAB = 4, 97
 COSTS = {"attention_ms": [0.3] * L, "mlp_ms": [0.1] * L, "fixed_ms": 0.3,

@@ -1,9 +1,10 @@
 import math
 
 import torch
-from tiny_models import tiny_model
 
 from labkit import FixedK, SkipSet, speculative_generate
+
+from tiny_models import tiny_model
 
 
 def test_trace_records_every_step_consistently():

@@ -4,26 +4,9 @@ import random
 
 import pytest
 import torch
-from exact_sampling import (
-    PROMPT,
-    WARPS,
-    chi_square_p_value,
-    empirical,
-    exact_two_token_distribution,
-    sharp_tiny_model,
-    total_variation,
-    tv_bound,
-)
-from tiny_models import ARCHITECTURES, tiny_model
 
 import labkit.core.tree as tree_module
-from labkit import (
-    FixedK,
-    SkipSet,
-    autoregressive_generate,
-    draft_tree,
-    speculative_generate,
-)
+from labkit import FixedK, SkipSet, autoregressive_generate, draft_tree, speculative_generate
 from labkit.core.cache import layer_lengths, new_cache
 from labkit.core.decoding import prefill
 from labkit.core.forward import forward_tokens
@@ -36,6 +19,18 @@ from labkit.core.tree import (
     verify_tree_greedy,
     verify_tree_sampling,
 )
+
+from exact_sampling import (
+    PROMPT,
+    WARPS,
+    chi_square_p_value,
+    empirical,
+    exact_two_token_distribution,
+    sharp_tiny_model,
+    total_variation,
+    tv_bound,
+)
+from tiny_models import ARCHITECTURES, tiny_model
 
 TREE = [-1, -1, 0, 0, 2, 1]            # two children of the root, node 0 has two, node 2 one, node 1 one
 

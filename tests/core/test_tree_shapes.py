@@ -2,10 +2,11 @@
 EAGLE-2's best nodes by cumulative q (always a tree: a kept node's parent is kept)."""
 import pytest
 import torch
-from tiny_models import tiny_model
 
 from labkit import FixedK, SkipSet, draft_tree, speculative_generate
 from labkit.core.tree_shapes import ConfidenceTree, DynamicTree, StaticTree
+
+from tiny_models import tiny_model
 
 
 @pytest.fixture(scope="module")

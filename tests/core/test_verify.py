@@ -4,7 +4,6 @@ min(1, p/q) and redraws from the residual; ``accept`` emits and keeps the cache 
 token but the pending one). The distribution of sampled tokens is tested in tests/core/test_sampling.py."""
 import pytest
 import torch
-from tiny_models import tiny_model
 
 from labkit import FixedK, SkipSet
 from labkit.core.cache import layer_lengths, new_cache
@@ -22,6 +21,8 @@ from labkit.core.verify import (
     verify_greedy,
     verify_sampling,
 )
+
+from tiny_models import tiny_model
 
 N_LAYERS, VOCAB = 4, 97
 

@@ -3,14 +3,15 @@ docs/solutions.md shows the code the notebooks run under SOLUTIONS = True."""
 import inspect
 
 import torch
-from grid_fixtures import HUMP, S, make_grid
-from tiny_models import tiny_model
 
 from labkit import SkipSet
 from labkit.artifacts.paths import REPO
 from labkit.lessons import exercises as ex
 from labkit.lessons import solutions
 from labkit.search.toy import expected_improvement
+
+from grid_fixtures import HUMP, S, make_grid
+from tiny_models import tiny_model
 
 
 def verdict_of(capsys, fn, *args, **kw):

@@ -2,10 +2,11 @@
 control of the iteration stepper moves its figure."""
 import pandas as pd
 import torch
-from tiny_models import ToyTokenizer, tiny_model
 
 from labkit import jacobi_generate
 from labkit.lessons import parallel_decoding as lesson
+
+from tiny_models import ToyTokenizer, tiny_model
 
 
 def frame(vanilla_fpt: float, gs_fpt: float, spec_fpt: float, speedups):

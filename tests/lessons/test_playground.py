@@ -5,11 +5,12 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
-from tiny_grid import CONFIG, N_LAYERS, PROMPTS, SETS, grid, grid_data, tiny  # noqa: F401 (fixtures)
 
 from labkit.lessons import playground as pgl
 from labkit.measure import grid as pgm
 from labkit.viz import playground as pgv
+
+from tiny_grid import CONFIG, N_LAYERS, PROMPTS, SETS, grid, grid_data, tiny  # noqa: F401 (fixtures)
 
 
 def plain_like(grid, fp32_only=False):
@@ -236,9 +237,9 @@ def test_tables_of_the_notebook(grid):
 
 def test_playground_axes_show_the_effect_and_hold_one():
     """Each y range is fitted to what its panel draws; a speedup axis holds 1.0 (the plain loop)."""
-    from grid_fixtures import HUMP, S, make_grid
-
     from labkit.viz.playground import axis_ranges, panel_xy, playground_figure, trace_index
+
+    from grid_fixtures import HUMP, S, make_grid
 
     grid = make_grid(HUMP)
     ranges = axis_ranges(grid, S)

@@ -1,8 +1,8 @@
 """Notebook 04's sentences: built from synthetic grids, each claim reversed by the data must turn."""
 
-from grid_fixtures import FALLING, HUMP, RISING, S_INT8, S, make_grid
-
 from labkit.lessons import playground_claims as pc
+
+from grid_fixtures import FALLING, HUMP, RISING, S_INT8, S, make_grid
 
 FASTER = {"speedup": lambda i, j: HUMP(i, j) + 0.4, "c": lambda i, j: 0.5 - 0.2 * i}      # int8: cheaper, faster
 SLOWER = {"speedup": lambda i, j: HUMP(i, j) - 0.3, "c": lambda i, j: 0.9 - 0.2 * i}      # int8: dearer, slower

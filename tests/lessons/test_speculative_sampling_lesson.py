@@ -5,13 +5,14 @@ import pandas as pd
 import papermill as pm
 import pytest
 import torch
-from tiny_models import tiny_model
 
 from labkit import SkipSet
 from labkit.artifacts.paths import MODELS_DIR, NOTEBOOK_DIR
 from labkit.lessons import speculative_sampling as lesson
 from labkit.measure import speculative_sampling as ss
 from labkit.viz.sampling import CURRENT_T, temperature_view
+
+from tiny_models import tiny_model
 
 
 def test_describe_trend_follows_the_data():

@@ -4,8 +4,6 @@ from pathlib import Path
 
 import pytest
 import torch
-from tiny_models import tiny_model
-from tiny_traces import TOK, VOCAB, StubTokenizer, greedy, model, prompt  # noqa: F401 (fixtures)
 
 from labkit import SkipSet
 from labkit.artifacts import models as amod
@@ -13,6 +11,9 @@ from labkit.artifacts import prompts as aprm
 from labkit.lessons import timeline as tll
 from labkit.measure import speed as spd
 from labkit.viz import timeline as tlv
+
+from tiny_models import tiny_model
+from tiny_traces import TOK, VOCAB, StubTokenizer, greedy, model, prompt  # noqa: F401 (fixtures)
 
 REPO = Path(__file__).resolve().parents[2]
 

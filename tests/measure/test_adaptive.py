@@ -1,13 +1,14 @@
 """compare_strategies: the plain loop and every method interleaved, one row each, every run checked against plain
 decoding; methods named in ``draft_weights`` draft with int8 weights, those in ``draft_heads`` with a head."""
 import pytest
-from tiny_models import ToyTokenizer, random_draft_head, tiny_model
 
 from labkit import SkipSet
 from labkit.core import draft_weights as weights_module
 from labkit.core.strategies import StaticStrategy
 from labkit.lessons.adaptive_skip import with_draft_head, with_int8_draft
 from labkit.measure.adaptive import PLAIN, compare_strategies
+
+from tiny_models import ToyTokenizer, random_draft_head, tiny_model
 
 
 def test_compare_strategies_with_int8_draft_rows():

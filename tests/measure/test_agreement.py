@@ -1,8 +1,9 @@
 import torch
-from tiny_models import ToyTokenizer, tiny_model
 
 from labkit import SkipSet
 from labkit.measure.agreement import AgreementProbe
+
+from tiny_models import ToyTokenizer, tiny_model
 
 
 def test_full_model_agrees_with_itself_and_skipping_lowers_agreement():

@@ -3,13 +3,14 @@ import json
 import math
 
 import pytest
-from tiny_models import random_draft_head, tiny_model
 
 from labkit import SkipSet
 from labkit.artifacts.models import draft_head_folder
 from labkit.artifacts.paths import MODELS_DIR
 from labkit.measure import bench
 from labkit.viz.bench import bench_figure
+
+from tiny_models import random_draft_head, tiny_model
 
 
 @pytest.fixture(scope="module")

@@ -3,7 +3,6 @@ import math
 
 import pytest
 import torch
-from tiny_models import tiny_model
 
 from labkit import AdaptiveThreshold, FixedK, SkipSet, speculative_generate
 from labkit.measure.analytic import (
@@ -16,6 +15,8 @@ from labkit.measure.analytic import (
     trace_speedup,
 )
 from labkit.measure.costmodel import CostModel, measure_cost_model
+
+from tiny_models import tiny_model
 
 
 def hand_model() -> CostModel:

@@ -5,7 +5,6 @@ import math
 import pandas as pd
 import pytest
 import torch
-from tiny_models import ToyTokenizer, tiny_model
 
 from labkit import SkipSet, StaticThreshold
 from labkit.core.drafters import SelfDrafter
@@ -18,6 +17,8 @@ from labkit.measure.drafter_comparison import (
 )
 from labkit.measure.early_exit import hf_early_exit_profile, labkit_early_exit_profile
 from labkit.measure.gate import gate_preview, gate_signal, gate_sweep
+
+from tiny_models import ToyTokenizer, tiny_model
 
 PROMPTS = ["def add(a, b):\n    return a + b\n\ndef add(", "class Box:\n    def __init__(self):"]
 

@@ -5,10 +5,11 @@ import copy
 import json
 
 import pytest
-from tiny_grid import CONFIG, N_LAYERS, PROMPTS, SETS, grid, grid_data, tiny  # noqa: F401 (fixtures)
 
 from labkit import SkipSet, best_skip_set
 from labkit.measure import grid as pgm
+
+from tiny_grid import CONFIG, N_LAYERS, PROMPTS, SETS, grid, grid_data, tiny  # noqa: F401 (fixtures)
 
 
 def test_grid_shape_values_and_metadata(grid_data, grid, tiny):

@@ -3,12 +3,13 @@ import math
 
 import pytest
 import torch
-from tiny_models import tiny_model
 
 from labkit import FixedK, SkipSet, autoregressive_generate, speculative_generate
 from labkit.core.decoding import GenerationResult
 from labkit.core.expectation import speedup_limit
 from labkit.measure import harness as h
+
+from tiny_models import tiny_model
 
 
 @pytest.fixture(scope="module")

@@ -1,11 +1,12 @@
 """Parallel decoding measured beside the plain loop: forwards per token, interleaved wall clock, identity checks."""
 import pytest
 import torch
-from tiny_models import tiny_model
 
 from labkit import SkipSet, autoregressive_generate, jacobi_generate, speculative_generate
 from labkit.core.decoding import GenerationResult
 from labkit.measure import parallel as par
+
+from tiny_models import tiny_model
 
 
 @pytest.fixture(scope="module")

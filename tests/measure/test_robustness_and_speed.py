@@ -3,8 +3,6 @@ random models (shared pieces in tests/tiny_probes.py)."""
 
 import pytest
 import torch
-from tiny_models import ToyTokenizer
-from tiny_probes import paths, tiny, toy_cost_model  # noqa: F401 (fixtures)
 
 from labkit import SkipSet, skipping
 from labkit.core.policies import FixedK
@@ -14,6 +12,9 @@ from labkit.measure.analytic import predict
 from labkit.measure.costmodel import tied_cost_model
 from labkit.viz import agreement as agrv
 from labkit.viz import costs as costv
+
+from tiny_models import ToyTokenizer
+from tiny_probes import paths, tiny, toy_cost_model  # noqa: F401 (fixtures)
 
 
 def test_verify_cost_in_steps():
@@ -135,9 +136,9 @@ def test_measure_speedup_is_identical_to_plain(tiny):
 
 
 def test_robustness_report_on_outside_prompts(tmp_path):
-    from tiny_models import save_tiny_model_folder
-
     from labkit.measure.robustness import robustness_report
+
+    from tiny_models import save_tiny_model_folder
 
     folder = save_tiny_model_folder(tmp_path / "tiny", n_layers=2)
     report = robustness_report(str(folder), n_prompts=1, n_tokens=4, n_random=2, ratios=(0.25,),

@@ -2,7 +2,6 @@
 import numpy as np
 import pytest
 import torch
-from tiny_models import ARCHITECTURES, ToyTokenizer, tiny_model
 
 from labkit import SkipSet, skipping
 from labkit.measure.saturation import (
@@ -17,6 +16,8 @@ from labkit.measure.saturation import (
     roc_curve,
     stage_labels,
 )
+
+from tiny_models import ARCHITECTURES, ToyTokenizer, tiny_model
 
 N_LAYERS = 3
 

@@ -4,10 +4,11 @@ import math
 
 import pytest
 import torch
-from tiny_models import tiny_model
 
 from labkit import SkipSet
 from labkit.measure import speculative_sampling as ss
+
+from tiny_models import tiny_model
 
 
 def pair(seed: int, V: int = 300, sharp: float = 2.0, closeness: float = 0.5):

@@ -7,10 +7,11 @@ import numpy as np
 import pytest
 import torch
 from scipy import stats
-from tiny_models import tiny_model
 
 from labkit import StaticThreshold, speculative_generate
 from labkit.measure.stop_signal import auc, outside_prompts, soft_auc
+
+from tiny_models import tiny_model
 
 VOCAB, N_SAMPLES, PROMPT = 6, 3000, torch.tensor([[1, 4, 2]])
 

@@ -2,10 +2,11 @@
 CPU and read back afterwards: a second strategy costs no measurement."""
 import pytest
 import torch
-from tiny_models import ToyTokenizer, tiny_model
 
 from labkit import SkipSet
 from labkit.measure import strategies
+
+from tiny_models import ToyTokenizer, tiny_model
 
 
 @pytest.fixture

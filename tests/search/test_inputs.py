@@ -5,7 +5,6 @@ import json
 from pathlib import Path
 
 import pytest
-from tiny_models import save_tiny_model_folder
 
 import labkit.artifacts.models as models
 from labkit.artifacts.models import fingerprint, identify
@@ -15,6 +14,8 @@ from labkit.search import SearchConfig, SearchModel, run_search
 from labkit.search.__main__ import main
 from labkit.search.objectives import DEFAULT_SETTINGS
 from labkit.search.storage import default_study_name, expected_attrs
+
+from tiny_models import save_tiny_model_folder
 
 CM = CostModel(n_layers=4, fixed_ms=0.3, attention_ms=[0.1] * 4, mlp_ms=[0.08] * 4, layer_ms=[0.05] * 4,
                verify_ms=[1.25 + 0.01 * k for k in range(13)], full_step_ms=1.22)

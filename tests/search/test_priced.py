@@ -4,7 +4,6 @@ import json
 
 import pytest
 import torch
-from tiny_models import save_tiny_model_folder, tiny_model
 
 from labkit import DraftConfig, SkipSet
 from labkit.artifacts.results import best_config
@@ -20,6 +19,8 @@ from labkit.search.space import (
     params_from_config,
     warm_start_configs,
 )
+
+from tiny_models import save_tiny_model_folder, tiny_model
 
 # hand-made cost models of the 4-layer tiny model: int8 drafts cost less per block, verifies are the model's own
 CM = CostModel(n_layers=4, fixed_ms=0.3, attention_ms=[0.1] * 4, mlp_ms=[0.08] * 4, layer_ms=[0.05] * 4,

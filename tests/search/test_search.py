@@ -14,7 +14,6 @@ from pathlib import Path
 
 import optuna
 import pytest
-from tiny_models import save_tiny_model_folder
 
 from labkit import SkipSet
 from labkit.artifacts.results import best_skip_set, ratio_buckets
@@ -30,6 +29,8 @@ from labkit.search import (
     warm_start_sets,
 )
 from labkit.search.__main__ import main
+
+from tiny_models import save_tiny_model_folder
 
 REPO = Path(__file__).resolve().parents[2]
 # a hand-made cost model for the 4-layer tiny model: tests that are not about measuring skip the timing

@@ -2,7 +2,6 @@
 a fit that raises the draft's agreement, the command line's checks; and the head shipped with `default`."""
 import pytest
 import torch
-from tiny_models import ToyTokenizer, tiny_model
 
 import labkit.training.draft_head as fitting
 from labkit import SkipSet, autoregressive_generate, load_draft_head, load_model, speculative_generate
@@ -18,6 +17,8 @@ from labkit.training.draft_head import (
     hidden_pairs,
     training_windows,
 )
+
+from tiny_models import ToyTokenizer, tiny_model
 
 SKIP = SkipSet(attention=[1], mlp=[2])
 SOURCE = "def f{i}(x):\n    '''Add one to x.'''\n    return x + {i}\n" * 12

@@ -126,9 +126,9 @@ def test_draft_skip_parsing_and_choice(tmp_path):
 
 def test_greedy_continuation_matches_a_full_forward():
     """The on-policy tail: cached greedy tokens and their logits equal one uncached forward over prefix + tail."""
-    from tiny_models import tiny_model
-
     from labkit.training.objective import greedy_continuation
+
+    from tiny_models import tiny_model
 
     model = tiny_model("llama", n_layers=2, vocab_size=97, seed=0)
     model.train()
@@ -161,10 +161,11 @@ def test_greedy_tail_training_runs_and_is_checked(tmp_path):
 
 def test_top1_term_adds_the_drafts_cross_entropy_against_the_full_models_argmax(tmp_path):
     import torch.nn.functional as F
-    from tiny_models import tiny_model
 
     from labkit.core.skip import parse_skip_set, skipping
     from labkit.training.objective import training_loss
+
+    from tiny_models import tiny_model
 
     model = tiny_model("llama", n_layers=2, vocab_size=97, seed=0)
     batch = torch.randint(0, 97, (2, 12), generator=torch.Generator().manual_seed(1))

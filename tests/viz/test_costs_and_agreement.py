@@ -2,8 +2,6 @@
 tests/tiny_probes.py)."""
 
 import pytest
-from tiny_models import ToyTokenizer
-from tiny_probes import paths, tiny, toy_cost_model  # noqa: F401 (fixtures)
 
 from labkit import SkipSet
 from labkit.measure import agreement as agr
@@ -13,6 +11,9 @@ from labkit.measure.costmodel import measure_cost_model
 from labkit.viz import agreement as agrv
 from labkit.viz import costs as costv
 from labkit.viz.style import PALETTE
+
+from tiny_models import ToyTokenizer
+from tiny_probes import paths, tiny, toy_cost_model  # noqa: F401 (fixtures)
 
 
 def test_cost_breakdown_figure_stacks_every_block():

@@ -3,13 +3,14 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 import pytest
-from tiny_models import ToyTokenizer, tiny_model
 
 from labkit.lessons.drafters import FAMILY_METHODS, LAB_CHAPTERS
 from labkit.measure.saturation import exit_signal_rocs, fit_exit_classifier, measure_saturation
 from labkit.viz import drafters as vd
 from labkit.viz import saturation as vs
 from labkit.viz.style import FIGURE_WIDTH
+
+from tiny_models import ToyTokenizer, tiny_model
 
 
 @pytest.fixture(scope="module")

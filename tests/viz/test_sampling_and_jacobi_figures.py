@@ -3,13 +3,14 @@ carry titles and axis labels."""
 import pandas as pd
 import pytest
 import torch
-from tiny_models import ToyTokenizer, tiny_model
 
 from labkit import jacobi_generate
 from labkit.measure import speculative_sampling as ss
 from labkit.viz import jacobi as vj
 from labkit.viz import sampling as vs
 from labkit.viz.style import FIGURE_WIDTH
+
+from tiny_models import ToyTokenizer, tiny_model
 
 LABELS = {i: f"t{i}" for i in range(50)}
 

@@ -3,13 +3,14 @@
 
 import pytest
 import torch
-from tiny_traces import TOK, VOCAB, StubTokenizer, greedy, model, prompt  # noqa: F401 (fixtures)
 
 import labkit
 from labkit import AdaptiveThreshold, FixedK, SkipSet, StaticThreshold, autoregressive_generate, speculative_generate
 from labkit.measure import agreement as agr
 from labkit.viz import timeline as tlv
 from labkit.viz import trace as trv
+
+from tiny_traces import TOK, VOCAB, StubTokenizer, greedy, model, prompt  # noqa: F401 (fixtures)
 
 
 @pytest.fixture(scope="module")

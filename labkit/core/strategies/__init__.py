@@ -34,13 +34,7 @@ Modules: :mod:`.base` (the interface, its time ledger, the acceptance trackers t
 :class:`StaticStrategy`), then one module per paper: :mod:`.on_the_fly`, :mod:`.in_context`, :mod:`.knapsack`.
 """
 from .base import STRATEGY_NAMES, Ledger, SkipStrategy, StaticStrategy
-from .in_context import (
-           InContextStrategy,
-           LayerChoice,
-           capture_layer_calls,
-           layer_dp,
-           replay_layer,
-)
+from .in_context import InContextStrategy, LayerChoice, capture_layer_calls, layer_dp, replay_layer
 from .knapsack import BlockCosts, KnapsackStrategy, knapsack, knapsack_set
 from .on_the_fly import OnTheFlyStrategy, window_matchness
 

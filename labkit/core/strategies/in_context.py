@@ -16,13 +16,7 @@ import torch
 from ..cache import fork_cache
 from ..skip import SkipSet, batched_skipping, decoder_layers
 from ..verify import target_forward
-from .base import (
-    Probation,
-    SkipStrategy,
-    SmoothedAcceptance,
-    check_int,
-    check_probability,
-)
+from .base import Probation, SkipStrategy, SmoothedAcceptance, check_int, check_probability
 
 __all__ = ["InContextStrategy", "LayerChoice", "capture_layer_calls", "replay_layer", "layer_dp"]
 

@@ -14,13 +14,7 @@ import torch
 from ..cache import fork_cache
 from ..forward import model_output
 from ..skip import SkipSet, batched_skipping
-from .base import (
-    Probation,
-    SkipStrategy,
-    SmoothedAcceptance,
-    check_int,
-    check_probability,
-)
+from .base import Probation, SkipStrategy, SmoothedAcceptance, check_int, check_probability
 
 __all__ = ["OnTheFlyStrategy", "window_matchness"]
 
