@@ -15,17 +15,19 @@ import torch
 
 from ..artifacts.models import load_draft_head, model_folder
 from ..artifacts.paths import BENCH_DIR
-from ..artifacts.results import skip_set_for
+from ..artifacts.results import best_config, skip_set_for
 from ..core.decoding import autoregressive_generate, speculative_generate
+from ..core.draft_config import DraftConfig
 from ..core.early_exit import EarlyExitDrafter
 from ..core.gate import TargetConfidenceGate
 from ..core.jacobi import INITS, METHODS, jacobi_generate
 from ..core.policies import AdaptiveThreshold, FixedK, StaticThreshold
+from ..core.tree_shapes import draft_tree
 from .adaptive import reference_sets, strategy_methods
 from .harness import Decoder, Method, timed
 
 __all__ = ["BenchConfig", "build_methods", "early_exit_and_gate_methods", "jacobi_methods", "sampling_methods",
-           "skip_strategy_methods", "draft_head_methods", "hf_method", "plain_method"]
+           "skip_strategy_methods", "draft_head_methods", "tree_methods", "hf_method", "plain_method"]
 
 
 @dataclass
@@ -54,6 +56,8 @@ class BenchConfig:
     only_strategies: bool = False       # --only-strategies: the strategy section alone
     draft_weights: tuple[str, ...] = ("int8",)   # extra rows of the static sets with these draft weights
     draft_head: bool = True             # rows with the first model's draft head (when it has one), on its set
+    trees: tuple = (("confidence", (("below", 0.6), ("siblings", 2))), ("dynamic", (("top_k", 2), ("nodes", 8))))
+                                        # the shipped draft growing these trees (labkit.draft_tree), beside its chain
     out_dir: str = str(BENCH_DIR)       # committed: the README quotes it
 
     @classmethod
@@ -222,7 +226,29 @@ def skip_strategy_methods(cfg: BenchConfig, loaded: dict) -> list[Decoder]:
                 policy=f"static threshold {cfg.static_threshold}", skip=label, weights=w or "", lookup=lookup,
                 run=lambda ids, n, m=model, s=strategy, p=policy, k=lookup, w=w: speculative_generate(
                     m, ids, skip=s, policy=p, max_new_tokens=n, lookup=k, draft_weights=w)))
-    return methods + draft_head_methods(cfg, name, model)
+    return methods + draft_head_methods(cfg, name, model) + tree_methods(cfg, name, model)
+
+
+def tree_methods(cfg: BenchConfig, name: str, model) -> list[Decoder]:
+    """The model's shipped draft configuration (:func:`labkit.best_config`: set, weights, stop rule; a model without
+    search results: its skip set, fp32, static 0.5) drafting one continuation (the chain) and growing each of
+    ``cfg.trees`` (:func:`labkit.draft_tree`)."""
+    try:
+        config = best_config(name)
+    except (FileNotFoundError, LookupError):
+        config = DraftConfig(skip=skip_set_for(name, model.config.num_hidden_layers)[0])
+    methods = []
+    for shape, options in (("chain", ()),) + tuple(cfg.trees):
+        policy, kwargs = config.make_policy(), dict(options)
+        label = "shipped draft, " + (shape if shape == "chain" else
+                                     f"{shape} tree ({', '.join(f'{k} {v:g}' for k, v in kwargs.items())})")
+        methods.append(_spec(
+            "tree" if shape != "chain" else "strategy", label, name, policy=f"{config.policy} {config.threshold:g}",
+            skip="shipped draft", weights=config.draft_weights or "",
+            run=lambda ids, n, m=model, p=policy, s=shape, o=kwargs: speculative_generate(
+                m, ids, skip=config.skip, draft_weights=config.draft_weights, policy=p, max_new_tokens=n,
+                tree=draft_tree(s, **o))))
+    return methods
 
 
 def draft_head_methods(cfg: BenchConfig, name: str, model) -> list[Decoder]:

@@ -59,6 +59,9 @@ def test_quick_benchmark_runs_every_method_and_checks_identity(tiny_folders, tmp
             "static: head's set + draft head", "static: head's set + draft head + prompt lookup",
             "static: head's set + draft head, int8 draft",
             "static: head's set + draft head, int8 draft + prompt lookup"}
+        assert any(n.endswith("shipped draft, chain") for n in names_here)                    # the trees' baseline
+        assert {r["method"].split("shipped draft, ")[1].split(" tree")[0] for r in rows if r["kind"] == "tree"} == {
+            "confidence", "dynamic"}
         for row in rows:
             assert row["identical"] is True, (source, row["method"])
         assert all(0 <= r["select_share"] < 1 for r in rows if r["family"] == "labkit")
