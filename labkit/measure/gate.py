@@ -10,8 +10,10 @@ in the token just before it (what the gate would have read), so one can see *why
 how many steps it turns plain, and how good the drafts it suppresses would have been.
 
 :func:`gate_control` asks whether the gate's *choice* of steps matters, or only how many it turns plain: beside
-no gate and the gate, a :class:`RandomGate` turns steps plain at random with the gate's own measured gated
-fraction (a control arm), all interleaved. A gate that picks the right steps beats its random control.
+no gate and the gate, a :class:`RandomGate` turns steps plain at random with the probability the gate closed at
+(per chance to close, measured in an untimed pass: :func:`measured_gated_fraction`), so the control turns as large a
+fraction of its steps plain as the gate does (a control arm), all interleaved. A gate that picks the right steps beats
+its random control.
 """
 from __future__ import annotations
 
@@ -137,15 +139,20 @@ class RandomGate(TargetConfidenceGate):
 
 def measured_gated_fraction(model, prompt_ids, make_drafter: Callable[[], Drafter],
                             make_policy: Callable[[], DraftPolicy], threshold: float, max_new_tokens: int) -> float:
-    """The fraction of steps a gate at ``threshold`` decodes plainly on these prompts (one untimed pass: the
-    random control's probability, measured rather than guessed)."""
+    """How often a gate at ``threshold`` closed on these prompts, per chance it had to close (one untimed pass: the
+    random control's probability, measured rather than guessed).
+
+    Per chance, not per step: a generation of n steps gives the gate n - 1 chances (after every step but the last;
+    its first step always drafts, ``begin`` opens the gate), and the harness counts its gated fraction as
+    gated / n. Dividing by n here would set the control's probability too low by (n - 1) / n, and then the control
+    would turn fewer of its steps plain than the gate did (most on short generations)."""
     policy = TargetConfidenceGate(make_policy(), threshold)
-    gated = steps = 0
+    gated = chances = 0
     for ids in prompt_ids:
         out = speculative_generate(model, ids, drafter=make_drafter(), policy=policy, max_new_tokens=max_new_tokens)
         gated += sum(1 for st in out.trace.steps[:-1] if st.policy_state.get("gate_open") is False)
-        steps += len(out.trace.steps)
-    return gated / steps if steps else 0.0
+        chances += max(0, len(out.trace.steps) - 1)
+    return gated / chances if chances else 0.0
 
 
 def _control_decoders(model, prompt_ids, make_drafter, make_policy, thresholds, max_new_tokens, seed):
