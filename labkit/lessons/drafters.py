@@ -25,9 +25,9 @@ from ..viz.widgets import as_widget, update_widget
 from .claims import overlaps
 
 __all__ = ["FAMILY_METHODS", "LAB_CHAPTERS", "combo_exit_layer",
-           "fastest_sentence", "early_exit_vs_skip_sentence", "gate_sentences", "memory_sentence", "lookup_sentence",
+           "fastest_sentence", "early_exit_vs_skip_sentence", "memory_sentence", "lookup_sentence",
            "saturation_sentence", "roc_sentence", "profile_sentences",
-           "gate_table_sentence", "gate_control_sentences", "which_one_when", "ExitLayerExplorer", "GateExplorer"]
+           "gate_control_sentences", "which_one_when", "ExitLayerExplorer", "GateExplorer"]
 
 # ---------------------------------------------------------------------------------------------------------
 # the survey's map of the family, and the lab's chapters on it
@@ -153,30 +153,6 @@ def early_exit_vs_skip_sentence(table: pd.DataFrame, n_layers: int, tol: float =
             f"{_pct(e['acceptance'])}: {verdict}, with {acc} acceptance for layer skip.")
 
 
-def gate_sentences(sweep: pd.DataFrame, tol: float = 0.02) -> list[str]:
-    """One sentence per (prompt set, policy): does some gate threshold beat no gate, by more than ``tol``?"""
-    out = []
-    for (prompts, policy), sel in sweep.groupby(["prompts", "policy"], sort=False):
-        base = sel[sel["threshold"].isna()]
-        gated = sel[sel["threshold"].notna()]
-        if base.empty or gated.empty:
-            continue
-        b, best = base.iloc[0], gated.sort_values("speedup", ascending=False).iloc[0]
-        verdict = _compare(best["speedup"], b["speedup"], tol)
-        head = f"On {prompts} prompts with the {policy}"
-        if verdict > 0:
-            out.append(f"{head}, the gate helps: at threshold {best['threshold']:g} it runs at {best['speedup']:.2f}x "
-                       f"against {b['speedup']:.2f}x ungated (acceptance {_pct(b['acceptance'])} -> "
-                       f"{_pct(best['acceptance'])}, {best['gated_fraction']:.0%} of steps decoded plainly).")
-        elif verdict < 0:
-            out.append(f"{head}, the gate does not help: no threshold beats the ungated {b['speedup']:.2f}x (the best "
-                       f"gated, threshold {best['threshold']:g}, runs at {best['speedup']:.2f}x).")
-        else:
-            out.append(f"{head}, the gate makes no measurable difference: best threshold {best['threshold']:g} at "
-                       f"{best['speedup']:.2f}x against {b['speedup']:.2f}x ungated (within {tol:.0%}).")
-    return out
-
-
 def memory_sentence(table: pd.DataFrame, target_parameters: int) -> str:
     rows = _rows(table)
     rows = rows[rows["gate"].isna()]
@@ -212,36 +188,6 @@ def lookup_sentence(table: pd.DataFrame) -> str:
     return (f"Prompt lookup costs nothing to draft: alone it runs at {_x(alone)}; in front of a model "
             f"drafter the best combination, {best.name}, runs at {_x(best)} ({partner} alone: "
             f"{partner_speed:.2f}x), so the combination {how}.")
-
-
-def gate_table_sentence(table: pd.DataFrame, tol: float = 0.03) -> str:
-    """Which drafters the gate sped up in the side-by-side table (gated row vs the same drafter ungated), and
-    whether those are the ones whose drafts were accepted least."""
-    rows = _rows(table)
-    plain_rows = rows[rows["gate"].isna()].set_index("drafter")
-    pairs = []
-    for _, g in rows[rows["gate"].notna()].iterrows():
-        base = g["drafter"].rsplit(" + gate ", 1)[0]
-        if base in plain_rows.index:
-            b = plain_rows.loc[base]
-            pairs.append((base, _compare(g["speedup"], b["speedup"], tol), float(b["acceptance"])))
-    if not pairs:
-        return "No drafter was measured both with and without the gate."
-    helped = [p for p in pairs if p[1] > 0]
-    others = [p for p in pairs if p[1] <= 0]
-    gate = rows["gate"].dropna().iloc[0]
-    head = f"In the side-by-side table the gate ({gate:g}) speeds up {len(helped)} of {len(pairs)} drafters"
-    if not helped:
-        return head + "."
-    names = ", ".join(p[0] for p in helped)
-    if not others:
-        return f"{head}: all of them ({names})."
-    acc_h, acc_o = float(np.median([p[2] for p in helped])), float(np.median([p[2] for p in others]))
-    which = ("the ones whose drafts were accepted least" if acc_h < acc_o - 0.02 else
-             "not the ones whose drafts were accepted least" if acc_h > acc_o + 0.02 else
-             "with no clear link to how often their drafts were accepted")
-    return (f"{head} ({names}): {which} (median ungated acceptance {_pct(acc_h)} against {_pct(acc_o)} for the "
-            f"drafters it did not speed up).")
 
 
 def gate_control_sentences(control: pd.DataFrame) -> list[str]:

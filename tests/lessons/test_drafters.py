@@ -87,24 +87,6 @@ def test_gate_control_sentences_compare_with_chance_and_no_gate():
     assert "within the noise of no gate" in first
 
 
-def sweep(stdlib_gated: float, outside_gated: float) -> pd.DataFrame:
-    rows = []
-    for prompts, gated in (("stdlib", stdlib_gated), ("outside", outside_gated)):
-        rows.append({"prompts": prompts, "policy": "adaptive", "threshold": np.nan, "speedup": 1.0, "acceptance": 0.6,
-                     "gated_fraction": 0.0})
-        rows.append({"prompts": prompts, "policy": "adaptive", "threshold": 0.4, "speedup": gated, "acceptance": 0.8,
-                     "gated_fraction": 0.5})
-    return pd.DataFrame(rows)
-
-
-def test_gate_sentences_say_where_it_helps_and_where_not():
-    helps_on_stdlib, hurts_outside = lesson.gate_sentences(sweep(1.2, 0.8))
-    assert helps_on_stdlib.startswith("On stdlib prompts") and "the gate helps" in helps_on_stdlib
-    assert hurts_outside.startswith("On outside prompts") and "does not help" in hurts_outside
-    first, second = lesson.gate_sentences(sweep(0.8, 1.01))
-    assert "does not help" in first and "no measurable difference" in second
-
-
 def saturation(frac_right_after_1: float, name: str) -> Saturation:
     n, layers = 10, 3
     tokens = np.arange(n)
@@ -184,18 +166,3 @@ def test_gate_explorer_moves_its_figure():
     explorer.choice.value = ("o", "p")
     assert explorer.readout.value != text and sum(len(d.x) for d in explorer.figure.data) == 3
     assert not math.isnan(explorer.last_update_ms)
-
-
-def test_gate_table_sentence_links_help_to_acceptance():
-    weak_helped = {**BASE, "layer skip (searched) + gate 0.4": 1.6}
-    text = lesson.gate_table_sentence(table(**weak_helped))
-    assert text.startswith("In the side-by-side table the gate (0.4) speeds up 1 of 1 drafters: all of them")
-    t = table(**BASE)
-    extra = t.loc[["early exit E=2"]].rename(index={"early exit E=2": "early exit E=2 + gate 0.4"}).assign(gate=0.4)
-    both = pd.concat([t, extra])
-    both.loc["early exit E=2 + gate 0.4", "speedup"] = 1.2               # helps the weak draft (acceptance 30 %)
-    text = lesson.gate_table_sentence(both)                             # not layer skip (1.3 < 1.4)
-    assert "speeds up 1 of 2 drafters (early exit E=2): the ones whose drafts were accepted least" in text
-    both.loc["early exit E=2 + gate 0.4", "speedup"] = 0.5
-    both.loc["layer skip (searched) + gate 0.4", "speedup"] = 2.0         # now only the strong draft is helped
-    assert "not the ones whose drafts were accepted least" in lesson.gate_table_sentence(both)
