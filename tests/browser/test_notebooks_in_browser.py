@@ -210,10 +210,6 @@ def set_explorer(d: WidgetDriver) -> None:
     d.dropdown("strategy")
     d.dropdown("prompts")
     d.slider("prompt #")
-def gate_explorer(d: WidgetDriver) -> None:
-    """08: the gate threshold, then which ungated runs the histogram shows."""
-    d.slider("gate")
-    d.dropdown("runs")
 
 
 def exit_layer_explorer(d: WidgetDriver) -> None:
@@ -221,11 +217,17 @@ def exit_layer_explorer(d: WidgetDriver) -> None:
     d.slider("exit layer E")
 
 
+def gate_explorer(d: WidgetDriver) -> None:
+    """09: the gate threshold, then which ungated runs the histogram shows."""
+    d.slider("gate")
+    d.dropdown("runs")
+
+
 #: One plan per interactive widget of a notebook, in page order.
 PLANS = {"01_bayesian_optimization": [bo_stepper], "03_draft_verify_timeline": [trace_replayer],
          "04_playground": [playground], "05_speculative_sampling": [sampling_explorer, monte_carlo_panel],
          "06_parallel_decoding": [iteration_stepper], "07_adaptive_skip_sets": [set_explorer],
-         "08_choosing_a_drafter": [gate_explorer, exit_layer_explorer]}
+         "08_saturation_and_early_exit": [exit_layer_explorer], "09_choosing_a_drafter": [gate_explorer]}
 
 
 def test_every_control_changes_the_figure_to_pythons_values(ran, shots):

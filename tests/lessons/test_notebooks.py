@@ -1,6 +1,6 @@
 """Every notebook: clean on disk, runs under papermill in FAST mode, and records sane numbers; its exercises say
-"correct" with the reference answers (SOLUTIONS = True) and "not yet" without them; notebook 00's glossary is
-docs/notation.md's table.
+"correct" with the reference answers (SOLUTIONS = True) and "not yet" without them; notebook 00's core symbols are
+rows of docs/notation.md's table, which it links to.
 
 Executed copies are kept under build/notebooks/ for inspection, metrics under build/metrics/.
 
@@ -48,10 +48,13 @@ EXPECTED = {
                                  "tokens_per_step": (1.2, 13.0), "repeated_share_first_prompt": (0.2, 1.0),
                                  "repeated_share_showcase": (0.0, 0.2), "one_pass_check_ok": (1, 1),
                                  "greedy_identical_to_plain": (1, 1), "ms_per_token": (0.01, 1000.0),
-                                 "n_new_tokens": (48, 48)},
+                                 "n_new_tokens": (48, 48), "speedup_self_draft": (0.2, 5.0),
+                                 "initial_threshold": (0.05, 0.95), "carried_final_threshold": (0.0, 1.0),
+                                 # 4 prompts x 64 tokens: at least one token a step, at most max_draft + 1
+                                 "carried_steps": (4 * 64 // 13, 4 * 64)},
     "04_playground": {"update_ms": (0.0, 500.0), "n_cells": (1, 10_000), "best_speedup": (0.5, 10.0),
                       "median_relative_spread": (0.0, 1.0), "live_speedup": (0.05, 20.0), "live_vs_grid": (0.2, 5.0),
-                      "live_identical_to_plain": (1, 1)},
+                      "live_identical_to_plain": (1, 1), "break_even_alpha": (0.05, 0.999)},
     "07_adaptive_skip_sets": {"n_prompts": (2, 2), "n_new_tokens": (40, 40), "agreement_searched_stdlib": (0.5, 1.0),
                               "agreement_searched_packages": (0.3, 1.0), "acceptance_searched_stdlib": (0.3, 1.0),
                               "acceptance_searched_packages": (0.2, 1.0), "best_speedup_stdlib": (0.5, 5.0),
@@ -61,7 +64,8 @@ EXPECTED = {
                               "int8_speedup_stdlib": (0.3, 5.0), "int8_speedup_packages": (0.3, 5.0),
                               "head_acceptance_stdlib": (0.3, 1.0), "head_acceptance_packages": (0.3, 1.0),
                               "head_speedup_stdlib": (0.3, 5.0), "head_speedup_packages": (0.3, 5.0),
-                              "runtime_s": (0.0, 240.0)},
+                              "n_repeats": (3, 3), "knapsack_ms_over_static_packages": (0.5, 3.0),
+                              "runtime_s": (0.0, 300.0)},
     "05_speculative_sampling": {"alpha_position": (0.05, 0.999), "alpha_tv_identity_gap": (0.0, 1e-4),
                                 "exact_tv_speculative": (0.0, 1e-4), "exact_tv_resample": (1e-3, 1.0),
                                 "exact_tv_greedy": (1e-3, 1.0), "mc_p_value_speculative": (0.01, 1.0),
@@ -69,21 +73,30 @@ EXPECTED = {
                                 "mc_correct_rule_passes": (1, 1), "mc_wrong_rules_fail": (2, 2),
                                 "n_tested_positions": (10, 100), "sweep_max_alpha_gap": (0.0, 0.2),
                                 "sweep_measured_alpha_min": (0.2, 1.0), "sweep_measured_alpha_max": (0.3, 1.0),
-                                "e_over_measured_mean": (0.7, 1.6), "measured_speedup_median": (0.2, 5.0)},
+                                "e_over_measured_mean": (0.7, 1.6), "measured_speedup_median": (0.2, 5.0),
+                                "multi_token_exact_pass": (2, 2), "multi_token_wrong_fails": (1, 1),
+                                "alpha_min_temperature": (0.4, 1.6)},     # one of FAST's sweep temperatures
     "06_parallel_decoding": {"identical_to_plain": (1, 1), "iterations_never_exceed_tokens": (1, 1),
                              "vanilla_forwards_per_token": (0.8, 1.0), "gs_self_draft_forwards_per_token": (0.2, 1.0),
                              "best_parallel_forwards_per_token": (0.2, 1.0), "self_spec_forwards_per_token": (0.2, 1.0),
                              "vanilla_one_token_share": (0.5, 1.0), "speedup_jacobi_pad": (0.2, 3.0),
                              "speedup_self_spec": (0.3, 5.0), "speedup_prompt_lookup": (0.3, 10.0)},
-    "08_choosing_a_drafter": {"saturated_at_half_default": (0.3, 1.0), "saturated_at_half_plain": (0.0, 0.8),
-                              "saturation_gap": (0.05, 1.0), "auc_softmax_default": (0.55, 1.0),
-                              "auc_best_default": (0.55, 1.0), "hf_over_labkit_first_layer_tokens": (1.3, 3.0),
-                              "labkit_first_equals_last_layer_tokens": (1, 1), "early_exit_identical_to_plain": (1, 1),
-                              "all_drafters_identical_to_plain": (1, 1), "n_drafters": (10, 40),
-                              "best_speedup": (0.5, 10.0), "early_exit_best_acceptance": (0.3, 1.0),
-                              "layer_skip_speedup": (0.3, 5.0), "gate_sweep_rows": (6, 40),
-                              "gate_best_gated_over_ungated": (0.3, 3.0), "exit_explorer_update_ms": (0.0, 500.0),
-                              "gate_explorer_update_ms": (0.0, 500.0), "runtime_s": (1.0, 60.0)},
+    "08_saturation_and_early_exit": {"saturated_at_half_default": (0.3, 1.0), "saturated_at_half_plain": (0.0, 0.8),
+                                     "saturation_gap": (0.05, 1.0), "auc_softmax_default": (0.55, 1.0),
+                                     "auc_classifier_default": (0.55, 1.0), "auc_best_default": (0.55, 1.0),
+                                     "hf_over_labkit_first_layer_tokens": (1.3, 3.0),
+                                     "labkit_first_equals_last_layer_tokens": (1, 1),
+                                     "early_exit_identical_to_plain": (1, 1), "all_drafters_identical_to_plain": (1, 1),
+                                     "n_drafters": (4, 4), "early_exit_best_acceptance": (0.3, 1.0),
+                                     "early_exit_best_speedup": (0.2, 5.0), "layer_skip_speedup": (0.3, 5.0),
+                                     "exit_explorer_update_ms": (0.0, 500.0), "runtime_s": (1.0, 300.0)},
+    "09_choosing_a_drafter": {"all_drafters_identical_to_plain": (1, 1), "n_drafters": (7, 7),
+                              "best_speedup": (0.5, 10.0), "layer_skip_speedup": (0.3, 5.0),
+                              "combo_exit_layer": (1, 15), "gate_control_rows": (6, 6),
+                              "gate_over_ungated_max": (0.3, 3.0), "gate_over_random_max": (0.3, 3.0),
+                              # the random control turns as many steps plain as the gate, within sampling noise
+                              "gated_fraction_gap_max": (0.0, 0.12),
+                              "gate_explorer_update_ms": (0.0, 500.0), "runtime_s": (1.0, 300.0)},
 }
 
 
@@ -150,11 +163,18 @@ def test_exercises_have_a_placeholder_a_hidden_hint_and_a_check(path):
     assert any("<details>" in c.source for c in nb.cells if c.cell_type == "markdown"), "hints are hidden"
 
 
-def test_glossary_of_00_is_the_notation_table():
+def test_core_symbols_of_00_are_rows_of_the_notation_table():
+    """00 opens with the few symbols every notebook uses, rows copied from docs/notation.md, and links to the full
+    table there (one table to keep, not two)."""
     table = [ln for ln in (REPO / "docs" / "notation.md").read_text().splitlines() if ln.startswith("|")]
     nb = nbformat.read(str(REPO / "notebooks" / "00_setup_check.ipynb"), as_version=4)
-    glossary = next(c.source for c in nb.cells if c.cell_type == "markdown" and c.source.startswith("## Notation"))
-    assert [ln for ln in glossary.splitlines() if ln.startswith("|")] == table
+    core = next(c.source for c in nb.cells if c.cell_type == "markdown" and c.source.startswith("## The core symbols"))
+    rows = [ln for ln in core.splitlines() if ln.startswith("|")]
+    assert rows[:2] == table[:2], "the same header as docs/notation.md"
+    symbols = [r.split("|")[1].strip() for r in rows[2:]]
+    assert {"p", "q", "α", "γ", "c", "c_v"} <= set(symbols), symbols
+    assert [r for r in rows if r not in table] == [], "rows that differ from docs/notation.md's"
+    assert "(../docs/notation.md)" in core, "the full table is linked"
 
 
 @pytest.mark.slow
