@@ -3,5 +3,5 @@ timing protocol and row type), ``agreement`` (α), ``costmodel`` (c, c_v), ``ana
 buys), ``robustness``, ``speed``, ``strategies`` and ``adaptive`` (skip strategies and draft configurations compared),
 the benchmark (``bench_methods`` what it runs, ``bench`` the run, ``bench_results`` its reader), the playground grid
 (``grid_cells``, ``grid`` the measurement, ``grid_results`` its reader), ``saturation`` and ``early_exit`` (exit
-signals, profiled exits), ``drafter_comparison``, ``gate``, ``speculative_sampling``, ``parallel`` and
-``stop_signal``."""
+signals, profiled exits), ``drafter_comparison``, ``gate``, ``speculative_sampling``, ``parallel``,
+``stop_signal`` and ``tree_costs`` (c_v against tree nodes, tree shapes against the chain)."""
