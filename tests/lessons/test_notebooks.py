@@ -97,6 +97,14 @@ EXPECTED = {
                               # the random control turns as many steps plain as the gate, within sampling noise
                               "gated_fraction_gap_max": (0.0, 0.12),
                               "gate_explorer_update_ms": (0.0, 500.0), "runtime_s": (1.0, 300.0)},
+    "10_draft_trees": {"drawn_identical_to_plain": (1, 1), "identical_to_plain": (1, 1), "drawn_steps": (1, 4),
+                       "n_shapes": (5, 5), "n_prompts": (2, 2), "cv_1_node": (0.7, 3.0), "cv_32_nodes": (1.2, 12.0),
+                       "cv_32_over_cv_1": (1.1, 10.0), "cheap_up_to_nodes": (0, 32),
+                       "chain_tokens_per_step_stdlib": (1.5, 13.0), "chain_speedup_stdlib": (0.5, 5.0),
+                       "chain_speedup_packages": (0.4, 5.0), "best_tree_speedup_stdlib": (0.4, 5.0),
+                       "best_tree_speedup_packages": (0.4, 5.0), "dynamic16_nodes_per_verify": (2.0, 16.0),
+                       "static_nodes_per_verify": (2.0, 10.0), "stepper_update_ms": (0.0, 500.0),
+                       "runtime_s": (1.0, 150.0)},
 }
 
 
