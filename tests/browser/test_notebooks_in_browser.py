@@ -223,11 +223,20 @@ def gate_explorer(d: WidgetDriver) -> None:
     d.dropdown("runs")
 
 
+def tree_stepper(d: WidgetDriver) -> None:
+    """10: the stepper starts at stage 0 of the first step; a new step starts again from stage 0."""
+    d.button("▶")
+    d.button("◀")
+    d.slider("stage")
+    d.dropdown("tree step")
+
+
 #: One plan per interactive widget of a notebook, in page order.
 PLANS = {"01_bayesian_optimization": [bo_stepper], "03_draft_verify_timeline": [trace_replayer],
          "04_playground": [playground], "05_speculative_sampling": [sampling_explorer, monte_carlo_panel],
          "06_parallel_decoding": [iteration_stepper], "07_adaptive_skip_sets": [set_explorer],
-         "08_saturation_and_early_exit": [exit_layer_explorer], "09_choosing_a_drafter": [gate_explorer]}
+         "08_saturation_and_early_exit": [exit_layer_explorer], "09_choosing_a_drafter": [gate_explorer],
+         "10_draft_trees": [tree_stepper]}
 
 
 def test_every_control_changes_the_figure_to_pythons_values(ran, shots):
