@@ -52,6 +52,20 @@ def cost_sentence(cost_model, params: dict[str, int]) -> str:
     return text + "Time roughly follows the weights here: reading them is a large part of a step."
 
 
+def summary_cost_sentence(cost_model, verify_steps: float) -> str:
+    """The summary's cost line: the fixed part as the floor of any draft, with this fit's numbers only when the fit
+    can split a step (a poor fit, or a fixed part that came out at 0 ms, says so instead of quoting 0 ms)."""
+    cm = cost_model
+    head = "A forward is a fixed part plus each kept block; the fixed part is the floor of any draft"
+    r2 = cm.fit.get("r2", 1.0)
+    if r2 < 0.9 or cm.fixed_ms <= 0:
+        split = (f" (this run's fit could not split its {cm.full_step_ms:.2f} ms step: R² {r2:.2f}, fixed part "
+                 f"{cm.fixed_ms:.2f} ms; a busy machine, see section 2)")
+    else:
+        split = f" (here {cm.fixed_ms:.2f} of {cm.full_step_ms:.2f} ms)"
+    return f"{head}{split}. Verifying 5 tokens at once cost {verify_steps:.2f} one-token steps."
+
+
 def pooling_sentence(cost_model, rel_tol: float = 1e-3) -> str:
     """How far the fitted per-layer bars of each block type spread, whether any came out at 0 ms, and (from the
     fit's record) which block types the partial pooling pooled completely. Bars within ``rel_tol`` of each other

@@ -23,6 +23,13 @@ def test_cost_sentence_says_what_dominates():
     assert "The fit is poor" in ls.cost_sentence(cost(0.0, 0.2), PARAMS)
 
 
+def test_summary_cost_sentence_quotes_the_split_only_from_a_good_fit():
+    assert "(here 0.60 of 4.60 ms)" in ls.summary_cost_sentence(cost(0.25, 0.2), 2.0)
+    for bad in (cost(0.25, 0.2, r2=0.6), cost(0.25, 0.2, fixed=0.0)):
+        text = ls.summary_cost_sentence(bad, 2.0)
+        assert "could not split" in text and "(here" not in text and "2.00 one-token steps" in text
+
+
 def test_verify_sentence_names_the_regime():
     assert "necessary for that, not sufficient" in ls.verify_sentence(1.46)
     assert "not cheap" in ls.verify_sentence(4.2)
