@@ -208,7 +208,7 @@ def temperature_view(sweep, curve: tuple[list[float], list[float]] | None = None
 
 
 def temperature_figure(view: dict, *, gamma: int, current: float | None = None, width: int = FIGURE_WIDTH,
-                       height: int = 470) -> go.Figure:
+                       height: int = 520) -> go.Figure:
     """Three panels against the temperature: α (measured, predicted from the same decisions' p and q, and
     re-warped at one run's positions), tokens per step (measured vs Leviathan's E) and the wall-clock speedup
     over plain sampling (measured vs E/(γc + 1) and E/(γc + c_v)). ``current``: a marker line (the slider)."""
@@ -238,6 +238,7 @@ def temperature_figure(view: dict, *, gamma: int, current: float | None = None, 
         fig.update_xaxes(title_text="temperature T", row=1, col=col)
     fig.update_yaxes(range=[0, 1.02], row=1, col=1)
     fig.update_layout(template="plotly_white", width=width)
-    header(fig, "Real sampled runs across temperatures, beside what p and q predict", height, legend_rows=3,
+    # eight legend entries wrap to four rows at this width; one more band keeps the subplot titles clear of them
+    header(fig, "Real sampled runs across temperatures, beside what p and q predict", height, legend_rows=5,
            left=50, bottom=60)
     return fig
