@@ -3,6 +3,7 @@ target-confidence gate, and where an early-exit generation spends its time."""
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -38,7 +39,7 @@ def family_map_figure(methods: Sequence[Mapping], chapters: Sequence[Mapping], *
                            hovertext=m.get("refs", ""))
         for target in m.get("feeds", ()):
             tx, ty = where[target]
-            edge = 0.13 if tx > m["x"] else -0.13                   # leave from the side of the box facing the target
+            edge = _half_width(m["label"]) * (1 if tx > m["x"] else -1)   # leave from the box's side facing it
             fig.add_annotation(x=tx - 0.07 * np.sign(edge), y=ty, ax=m["x"] + edge, ay=m["y"], xref="x", yref="y",
                                axref="x", ayref="y", showarrow=True, arrowhead=2, arrowwidth=1.2, arrowcolor="#888",
                                text="")
@@ -56,9 +57,7 @@ def family_map_figure(methods: Sequence[Mapping], chapters: Sequence[Mapping], *
     fig.add_scatter(x=xs, y=ys, mode="markers+text", text=labels, hovertext=hovers, hoverinfo="text",
                     marker=dict(size=24, color=PALETTE["current"], line=dict(color="white", width=1)),
                     textfont=dict(color="white", size=10), name="the lab's chapters")
-    half = (len(chapters) + 1) // 2
-    caption = "<br>".join(" · ".join(f"{c['number']} {c['title']}" for c in part)
-                          for part in (chapters[:half], chapters[half:]))
+    caption = "<br>".join(_wrap([f"{c['number']} {c['title']}" for c in chapters], " · ", 110))
     fig.add_annotation(x=0.5, y=0.0, text=caption, showarrow=False, font=dict(size=11), yanchor="top")
     fig.update_xaxes(visible=False, range=[-0.02, 1.02])
     fig.update_yaxes(visible=False, range=[-0.12, 1.06])
@@ -67,6 +66,24 @@ def family_map_figure(methods: Sequence[Mapping], chapters: Sequence[Mapping], *
                       width=FIGURE_WIDTH, height=600, showlegend=False, plot_bgcolor="white",
                       margin=dict(l=20, r=20, t=60, b=20))
     return fig
+
+
+def _half_width(label: str, px_per_char: float = 5.6, px_per_unit: float = 750.0) -> float:
+    """Half a map box's width in x units (11 px text, 5 px padding; the map's plot is about 750 px per unit), at
+    least 0.13: where a connector leaves the box."""
+    longest = max(len(re.sub(r"<[^>]+>", "", line)) for line in label.split("<br>"))
+    return max(0.13, (longest * px_per_char + 14) / 2 / px_per_unit)
+
+
+def _wrap(items: list[str], sep: str, width: int) -> list[str]:
+    """``items`` joined by ``sep`` into lines of at most ``width`` characters (an item is never split)."""
+    lines: list[str] = []
+    for item in items:
+        if lines and len(lines[-1]) + len(sep) + len(item) <= width:
+            lines[-1] += sep + item
+        else:
+            lines.append(item)
+    return lines
 
 
 def _error_bars(rows: pd.DataFrame) -> dict:
