@@ -36,7 +36,8 @@ def _reference_line(fig: go.Figure, y: float, name: str, **line) -> None:
 def _grouped_bars(frame, column: str, *, text: str, hover: str, textposition: str = "outside",
                   spread: bool = False) -> go.Figure:
     """One bar per method and source; ``spread``: min–max error bars from ``{column}_min`` / ``{column}_max``
-    (the value label then sits in the middle of the bar, clear of the error bar)."""
+    (an inside value label then sits at the bar's base, clear of the error bar and of a reference line at 1: a bar
+    about twice that tall has its middle on the line)."""
     fig = go.Figure()
     methods = _methods(frame)
     for source in dict.fromkeys(frame["source"]):
@@ -51,7 +52,7 @@ def _grouped_bars(frame, column: str, *, text: str, hover: str, textposition: st
                                        arrayminus=[v - lo_ if v is not None else None for lo_, v in zip(lo, y)]))
         fig.add_bar(x=methods, y=y, name=f"{source} prompts", marker_color=source_color(source),
                     offsetgroup=f"{source} prompts", text=[text.format(v) if v is not None else "" for v in y],
-                    textposition=textposition, insidetextanchor="middle", **errors,
+                    textposition=textposition, insidetextanchor="start" if errors else "middle", **errors,
                     hovertemplate=f"%{{x}}, {source} prompts: {hover}<extra></extra>")
     fig.update_layout(barmode="group", width=FIGURE_WIDTH, height=430, legend_title_text="prompts",
                       xaxis_title="how the draft's skip set is chosen")
@@ -111,6 +112,10 @@ def overhead_figure(frame, budget: float = 0.1) -> go.Figure:
     _reference_line(fig, 100 * budget, f"target: {100 * budget:g} % of decode time", dash="dot",
                     color=PALETTE["current"], width=2)
     top = max(100 * budget, float(shown["select_pct"].max(skipna=True) or 0.0))
+    line, reach = 100 * budget, 0.09 * 1.25 * top       # a label above its bar spans about 9 % of the axis
+    for bar in fig.data:
+        if bar.type == "bar":                           # a label that would sit on the target line goes inside
+            bar.textposition = ["inside" if v is not None and line - reach <= v <= line else "outside" for v in bar.y]
     fig.update_layout(title="What choosing costs", yaxis_title="time choosing / decode time (%)",
                       yaxis_range=[0, 1.25 * top])
     return fig

@@ -47,3 +47,12 @@ def test_set_timeline_figure_rows_are_blocks():
     assert list(heat.y) == ["attention 0", "attention 1", "MLP 0", "MLP 1"]
     assert [list(r) for r in heat.z] == matrix and heat.customdata[0][2] == "no self-draft"
     assert fig.layout.width <= FIGURE_WIDTH
+
+
+def test_value_labels_stay_off_the_reference_lines():
+    bars = [t for t in overhead_figure(FRAME.assign(select_share=[None, 0.095, 0.02, None, 0.0, 0.07])).data
+            if t.type == "bar"]
+    assert list(bars[0].textposition) == ["inside", "outside"]          # 9.5 % would print on the 10 % line
+    assert list(bars[1].textposition) == ["outside", "outside"]
+    spread = FRAME.assign(speedup_min=FRAME["speedup"] - 0.1, speedup_max=FRAME["speedup"] + 0.1)
+    assert {t.insidetextanchor for t in speedup_figure(spread).data if t.type == "bar"} == {"start"}   # the base
