@@ -55,6 +55,7 @@ COMMANDS: tuple[Command, ...] = (
     Command("train", "labkit.training.loop:main", "train a lab model (data/models/<name>/, resumable)"),
     Command("train-draft-head", "labkit.training.draft_head:main", "fit a draft head for a model's draft path",
             ("train_draft_head",)),
+    Command("train-heads", "labkit.training.medusa:main", "fit Medusa heads (multi-token drafts) for a model"),
     Command("robustness", "labkit.cli:robustness_main",
             "how well a model tolerates skipping; refreshes its model card"),
     Command("costmodel", "labkit.measure.costmodel:main", "this machine's forward costs of a model (c, c_v)"),

@@ -5,8 +5,9 @@ Which models and blocks: ``architectures``, ``skip`` (SkipSet, the swap that rem
 ``gate``. Which blocks each draft skips: ``strategies`` (a package, one module per paper). The draft's weights and
 head: ``draft_weights``, ``draft_head``, and ``draft_config`` (one draft configuration as data). What a draft
 is: ``draft`` (a chain or a tree); how a tree grows and is verified: ``tree_shapes``, ``tree``. Who drafts:
-``drafters``, ``early_exit``. How the target verifies: ``verify``. What a step is worth: ``expectation``. The loop:
-``decoding``; what it recorded: ``trace``. Another way to decode in parallel: ``jacobi``."""
+``drafters``, ``early_exit``, ``medusa`` (multi-token heads). How the target verifies: ``verify``. What a step is
+worth: ``expectation``. The loop: ``decoding``; what it recorded: ``trace``. Another way to decode in parallel:
+``jacobi``."""
 from .architectures import SUPPORTED_ARCHITECTURES, check_supported
 from .cache import crop_to, new_cache
 from .decoding import GenerationResult, autoregressive_generate, speculative_generate
@@ -17,6 +18,7 @@ from .early_exit import EarlyExitDrafter
 from .forward import forward_tokens
 from .gate import TargetConfidenceGate
 from .jacobi import jacobi_generate
+from .medusa import HeadsDrafter, MedusaHeads
 from .policies import AdaptiveThreshold, DraftPolicy, FixedK, StaticThreshold
 from .sampling import Warp
 from .skip import SkipSet, format_skip_set, parse_skip_set, skipping
@@ -27,7 +29,8 @@ from .tree_shapes import draft_tree
 __all__ = [
     "AdaptiveThreshold", "Draft", "DraftConfig", "DraftHead", "DraftPolicy", "Drafter", "EarlyExitDrafter", "FixedK",
     "GenerationResult", "InContextStrategy", "JacobiIteration", "JacobiTrace", "KnapsackStrategy", "LookupDrafter",
-    "ModelDrafter", "OnTheFlyStrategy", "SUPPORTED_ARCHITECTURES", "SelfDrafter", "SkipSet", "SkipStrategy",
+    "HeadsDrafter", "MedusaHeads", "ModelDrafter", "OnTheFlyStrategy", "SUPPORTED_ARCHITECTURES", "SelfDrafter",
+    "SkipSet", "SkipStrategy",
     "StaticStrategy", "StaticThreshold", "StepRecord", "TargetConfidenceGate", "Trace", "Warp",
     "autoregressive_generate", "check_supported", "crop_to", "format_skip_set", "forward_tokens", "jacobi_generate",
     "draft_tree", "new_cache", "ngram_lookup", "parse_skip_set", "skipping", "speculative_generate",
