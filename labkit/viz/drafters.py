@@ -186,7 +186,7 @@ def exit_layer_figure(table: pd.DataFrame, exit_alpha: Mapping[int, float] | Non
     fig.update_yaxes(title_text="acceptance", range=[0, 1.05], tickformat=".0%", secondary_y=False)
     highs = ee["speedup_max"] if "speedup_max" in ee else ee["speedup"]
     top = max([1.0, *highs.dropna().tolist(), *skip["speedup"].tolist()]) * 1.15
-    fig.update_yaxes(title_text="speedup over plain (x)", secondary_y=True, range=[0, top], tickformat=".1f",
+    fig.update_yaxes(title_text="speedup over plain (x)", secondary_y=True, range=[0, top], tickformat=".2~f",
                      showgrid=False)
     fig.update_xaxes(title_text="exit layer E (the draft runs layers 0..E-1)", tickmode="linear", dtick=1)
     fig.update_layout(title=title or "Early exit: deeper exits draft better and cost more", width=FIGURE_WIDTH,
@@ -225,7 +225,8 @@ _ARM_COLORS = {"no gate": "#616161", "gate": "#1565c0", "random control": "#ef6c
 def gate_control_figure(table: pd.DataFrame, *, title: str | None = None) -> go.Figure:
     """Left: speedup over plain decoding of no gate, the gate and its random control (same fraction of steps made
     plain at random), grouped by prompt set, with min–max error bars over the interleaved repetitions; the value
-    inside each bar; plain decoding as a labelled line. Right: the fraction of steps each arm decoded plainly."""
+    inside each bar at its base (clear of the 1x line); plain decoding as a labelled line. Right: the fraction of
+    steps each arm decoded plainly."""
     fig = make_subplots(rows=1, cols=2, column_widths=[0.62, 0.38], horizontal_spacing=0.12,
                         subplot_titles=["speedup over plain (x), min–max over repetitions",
                                         "steps decoded plainly"])
@@ -237,11 +238,11 @@ def gate_control_figure(table: pd.DataFrame, *, title: str | None = None) -> go.
             name = arm if arm == "no gate" else f"{arm} {t:g}"
             fig.add_bar(x=prompts, y=sel["speedup"].tolist(), name=name, marker_color=_ARM_COLORS[arm],
                         error_y=_error_bars(sel), text=[f"{v:.2f}x" for v in sel["speedup"]],
-                        textposition="inside", insidetextanchor="middle", legendgroup=name, row=1, col=1,
+                        textposition="inside", insidetextanchor="start", legendgroup=name, row=1, col=1,
                         hovertemplate=f"{name}, %{{x}} prompts: %{{y:.2f}}x<extra></extra>")
             fig.add_bar(x=prompts, y=sel["gated_fraction"].tolist(), name=name, marker_color=_ARM_COLORS[arm],
                         showlegend=False, legendgroup=name, row=1, col=2,
-                        text=[f"{v:.0%}" for v in sel["gated_fraction"]], textposition="inside",
+                        text=[f"{v:.0%}" for v in sel["gated_fraction"]], textposition="inside", textangle=0,
                         hovertemplate=f"{name}, %{{x}} prompts: %{{y:.0%}} of steps plain<extra></extra>")
     fig.add_hline(y=1.0, line=dict(color="black", dash="dot", width=1), row=1, col=1)
     fig.add_scatter(x=[None], y=[None], mode="lines", line=dict(color="black", dash="dot", width=1),
