@@ -31,7 +31,8 @@ def plain_like(grid, fp32_only=False):
 def test_figures_have_titles_axes_and_the_current_point(grid):
     s = grid.nearest()
     fig = pgv.playground_figure(grid, s)
-    assert len(fig.data) == 2 * 3 * 4 and fig.layout.title.text.startswith(grid.name)
+    assert len(fig.data) == 2 * 3 * 4 + 1 and fig.layout.title.text.startswith(grid.name)   # + the 1x line's legend
+    assert fig.data[-1].name == "plain decoding (1×)" and not fig.layout.annotations[-1].text.startswith("plain")
     assert all(fig.layout[f"xaxis{i if i > 1 else ''}"].title.text for i in range(1, 7))
     assert all(fig.layout[f"yaxis{i if i > 1 else ''}"].title.text for i in range(1, 7))
     star = fig.data[pgv.trace_index(0, 2, 2)]
