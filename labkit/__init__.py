@@ -31,6 +31,7 @@ from .core import (
                    skipping,
                    speculative_generate,
 )
+from .core.cascade import cascade
 from .measure.strategies import skip_strategy
 
 # `python -m labkit.bench` and the other older command forms: labkit/_aliases/<name>.py is the module labkit.<name>
@@ -42,7 +43,8 @@ __all__ = [
     "AdaptiveThreshold", "DraftConfig", "DraftPolicy", "EarlyExitDrafter", "FixedK", "GenerationResult", "JacobiTrace",
     "Prompt", "SUPPORTED_ARCHITECTURES", "SkipSet", "SkipStrategy", "StaticThreshold", "StepRecord",
     "TargetConfidenceGate", "Trace",
-    "autoregressive_generate", "best_config", "best_skip_set", "draft_tree", "jacobi_generate", "load_draft_head",
+    "autoregressive_generate", "best_config", "best_skip_set", "cascade", "draft_tree", "jacobi_generate",
+    "load_draft_head",
     "load_model", "prompts", "skip_strategy", "skipping", "speculative_generate",
 ]
 __version__ = "0.1.0"

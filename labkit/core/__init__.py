@@ -5,11 +5,13 @@ Which models and blocks: ``architectures``, ``skip`` (SkipSet, the swap that rem
 ``gate``. Which blocks each draft skips: ``strategies`` (a package, one module per paper). The draft's weights and
 head: ``draft_weights``, ``draft_head``, and ``draft_config`` (one draft configuration as data). What a draft
 is: ``draft`` (a chain or a tree); how a tree grows and is verified: ``tree_shapes``, ``tree``. Who drafts:
-``drafters``, ``early_exit``, ``medusa`` (multi-token heads). How the target verifies: ``verify``. What a step is
+``drafters``, ``early_exit``, ``medusa`` (multi-token heads), ``cascade`` (a draft drafted by cheaper drafts;
+``labkit.cascade``). How the target verifies: ``verify``. What a step is
 worth: ``expectation``. The loop: ``decoding``; what it recorded: ``trace``. Another way to decode in parallel:
 ``jacobi``."""
 from .architectures import SUPPORTED_ARCHITECTURES, check_supported
 from .cache import crop_to, new_cache
+from .cascade import CascadeDrafter
 from .decoding import GenerationResult, autoregressive_generate, speculative_generate
 from .draft_config import DraftConfig
 from .draft_head import DraftHead
@@ -27,11 +29,13 @@ from .trace import JacobiIteration, JacobiTrace, StepRecord, Trace
 from .tree_shapes import draft_tree
 
 __all__ = [
-    "AdaptiveThreshold", "Draft", "DraftConfig", "DraftHead", "DraftPolicy", "Drafter", "EarlyExitDrafter", "FixedK",
+    "AdaptiveThreshold", "CascadeDrafter", "Draft", "DraftConfig", "DraftHead", "DraftPolicy", "Drafter",
+    "EarlyExitDrafter", "FixedK",
     "GenerationResult", "InContextStrategy", "JacobiIteration", "JacobiTrace", "KnapsackStrategy", "LookupDrafter",
     "HeadsDrafter", "MedusaHeads", "ModelDrafter", "OnTheFlyStrategy", "SUPPORTED_ARCHITECTURES", "SelfDrafter",
     "SkipSet", "SkipStrategy",
     "StaticStrategy", "StaticThreshold", "StepRecord", "TargetConfidenceGate", "Trace", "Warp",
-    "autoregressive_generate", "check_supported", "crop_to", "format_skip_set", "forward_tokens", "jacobi_generate",
+    "autoregressive_generate", "check_supported", "crop_to", "format_skip_set", "forward_tokens",
+    "jacobi_generate",
     "draft_tree", "new_cache", "ngram_lookup", "parse_skip_set", "skipping", "speculative_generate",
 ]

@@ -30,6 +30,8 @@ class Draft:
                                                              # or None); None: one full forward of the target
     tree: list[int] | None = None                            # a tree draft: each node's parent (-1: the pending
                                                              # token); None: a chain (:mod:`labkit.core.tree`)
+    levels: list[dict] | None = None                         # a cascade: each level's part, cheapest first
+                                                             # (:func:`labkit.core.cascade.level_counts`)
 
     def __len__(self) -> int:
         return len(self.tokens)

@@ -37,6 +37,7 @@ class StepRecord:
     select_s: float = 0.0         # wall time a skip strategy spent choosing/learning (not in draft_s or verify_s)
     parents: list[int] | None = None   # a tree draft: each drafted node's parent (-1: the pending token)
     path: list[int] | None = None      # a tree draft: the accepted nodes, root to leaf
+    levels: list[dict] | None = None   # a cascade: each level's proposed / accepted / own tokens, forwards, seconds
 
     @property
     def n_drafted(self) -> int:
