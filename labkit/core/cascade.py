@@ -46,6 +46,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from .architectures import check_mask_free_drafting
 from .cache import crop_to, fork_cache
 from .checks import check_choice, check_int, check_number, check_probability
 from .draft import Draft
@@ -119,6 +120,7 @@ class ModelLevel:
             self.head.check(model, self.skip)
         if not isinstance(self.weights, Int8DraftWeights):
             self.weights = build_draft_weights(model, self.weights)
+        check_mask_free_drafting(model, bool(self.skip.attention))          # its one-token forwards pass no mask
         implementation = getattr(model.config, "_attn_implementation", "sdpa")
         if implementation not in ("sdpa", "eager"):
             raise ValueError(f"a cascade verifies with several rows per forward and an explicit mask: it needs "
