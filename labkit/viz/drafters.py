@@ -186,8 +186,9 @@ def exit_layer_figure(table: pd.DataFrame, exit_alpha: Mapping[int, float] | Non
     fig.update_yaxes(title_text="acceptance", range=[0, 1.05], tickformat=".0%", secondary_y=False)
     highs = ee["speedup_max"] if "speedup_max" in ee else ee["speedup"]
     top = max([1.0, *highs.dropna().tolist(), *skip["speedup"].tolist()]) * 1.15
+    step = next(d for d in (0.25, 0.5, 1.0, 2.0, float("inf")) if top / d <= 7)     # round ticks, at most 7
     fig.update_yaxes(title_text="speedup over plain (x)", secondary_y=True, range=[0, top], tickformat=".2~f",
-                     showgrid=False)
+                     showgrid=False, **({"tickmode": "linear", "tick0": 0.0, "dtick": step} if step < 1e9 else {}))
     fig.update_xaxes(title_text="exit layer E (the draft runs layers 0..E-1)", tickmode="linear", dtick=1)
     fig.update_layout(title=title or "Early exit: deeper exits draft better and cost more", width=FIGURE_WIDTH,
                       height=440, legend=dict(orientation="h", y=-0.2, x=0))
