@@ -88,7 +88,7 @@ def exit_roc_figure(rocs: Mapping[str, Mapping[str, dict]], *, title: str | None
                                           f"right exits caught %{{y:.0%}}<extra></extra>")
         fig.add_scatter(x=[0, 1], y=[0, 1], mode="lines", line=dict(color="#999", dash="dash", width=1),
                         name="chance (a coin flip)", legendgroup="chance", showlegend=col == 1, hoverinfo="skip",
-                        row=1, col=col)
+                        legendrank=2000, row=1, col=col)          # last in the legend
         fig.update_xaxes(title_text="false-positive rate (exits that would be wrong)", range=[0, 1], row=1, col=col)
     fig.update_yaxes(title_text="true-positive rate", range=[0, 1.01], row=1, col=1)
     fig.update_layout(title=title or "How well does each exit signal predict 'this layer is already right'?",
