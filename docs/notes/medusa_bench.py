@@ -1,0 +1,85 @@
+"""Medusa heads against the shipped self-draft, side by side: the plain loop, ``default``'s shipped self-draft
+(``best_config('default')``) and its Medusa heads (``python -m labkit train-heads``) drafting the top-1 chain (every
+head, FixedK(K)) and Medusa's tree (:data:`~labkit.core.tree_shapes.MEDUSA_CHOICES`, when K = 4), interleaved on
+held-out prompts of the stdlib and of installed packages (outside prompts); greedy, one thread.
+
+Prints per source: ms per token (median, min-max over repeats), speedup over the plain loop (min-max), acceptance
+(accepted / drafted), tokens per step (accepted + 1) and drafted tokens per step; every row's output is checked
+token-identical to the plain loop's.
+
+    python docs/notes/medusa_bench.py                  # about 10 minutes on a quiet 2-core machine
+    python docs/notes/medusa_bench.py --quick          # a smoke run (indicative numbers only)
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+
+import torch
+
+from labkit import autoregressive_generate, best_config, load_model, speculative_generate
+from labkit.artifacts.prompts import benchmark_prompts
+from labkit.core.medusa import HeadsDrafter
+from labkit.core.policies import FixedK
+from labkit.core.tree_shapes import MEDUSA_CHOICES
+from labkit.measure.harness import Decoder, Method, run_interleaved, summarise
+from labkit.measure.machine import machine_info
+from labkit.training.medusa import load_heads
+
+
+def decoders(model, config, heads) -> list[Decoder]:
+    """The plain loop, the shipped self-draft, the heads' chain and (K = 4) the heads' Medusa tree."""
+    def plain(x, n):
+        return autoregressive_generate(model, x, n)
+
+    def self_draft(x, n):
+        return speculative_generate(model, x, max_new_tokens=n, **config.generate_kwargs())
+
+    def heads_run(choices):
+        def run(x, n):
+            return speculative_generate(model, x, max_new_tokens=n, drafter=HeadsDrafter(model, heads, choices),
+                                        policy=FixedK(heads.n_heads))
+        return run
+
+    out = [Decoder(Method("plain", "plain loop", family="baseline"), plain),
+           Decoder(Method("self-spec", "shipped self-draft", weights=config.weights_label), self_draft),
+           Decoder(Method("medusa", f"Medusa heads, chain (K={heads.n_heads})"), heads_run(None))]
+    if heads.n_heads >= 4:
+        out.append(Decoder(Method("medusa", "Medusa heads, tree (10 nodes)"), heads_run(MEDUSA_CHOICES)))
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--prompts", type=int, default=4)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--tokens", type=int, default=96)
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    n_prompts, n_tokens, repeats = (2, 32, 2) if args.quick else (args.prompts, args.tokens, args.repeats)
+    model, tokenizer = load_model("default")
+    config, heads = best_config("default"), load_heads("default", model)
+    print(machine_info())
+    print(f"self-draft: {config.describe(model.config.num_hidden_layers)}; {heads.n_heads} Medusa heads "
+          f"(held-out top-1 agreement {', '.join(f'{a:.2f}' for a in heads.info['held_out_agreement']['fitted'])})")
+    print(f"{n_prompts} prompts per source, {n_tokens} new tokens, {repeats} interleaved repeats")
+    for source in ("stdlib", "packages"):
+        ids = [tokenizer(p.text, return_tensors="pt", add_special_tokens=False)["input_ids"]
+               for p in benchmark_prompts(n_prompts, source=source)]
+        ds = decoders(model, config, heads)
+        with torch.inference_mode():
+            runs = run_interleaved(ds, ids, max_new_tokens=n_tokens, repeats=repeats, desc=source)
+        rows = summarise(runs)
+        print(f"\n{source} prompts (median length {statistics.median(x.shape[1] for x in ids):.0f} tokens)")
+        print(f"{'method':32} {'ms/token':>9} {'speedup (min-max)':>20} {'acceptance':>10} {'tokens/step':>11} "
+              f"{'drafted/step':>12}")
+        for d, row in zip(ds, rows):
+            print(f"{d.method.label:32} {row['ms_per_token']:9.2f} {row['speedup']:8.2f}× "
+                  f"({row['speedup_min']:.2f}-{row['speedup_max']:.2f}) {row['acceptance']:10.2f} "
+                  f"{row['tokens_per_step']:11.2f} {row['drafted_per_step']:12.2f}")
+            assert row["identical"] in (True, 1.0) or d.method.kind == "plain", f"{d.method.label} changed the output"
+
+
+if __name__ == "__main__":
+    main()
