@@ -18,7 +18,9 @@ from .core import (
                    EarlyExitDrafter,
                    FixedK,
                    GenerationResult,
+                   HeadsDrafter,
                    JacobiTrace,
+                   MedusaHeads,
                    SkipSet,
                    SkipStrategy,
                    StaticThreshold,
@@ -40,7 +42,8 @@ __path__.append(str(_Path(__file__).with_name("_aliases")))
 del _Path
 
 __all__ = [
-    "AdaptiveThreshold", "DraftConfig", "DraftPolicy", "EarlyExitDrafter", "FixedK", "GenerationResult", "JacobiTrace",
+    "AdaptiveThreshold", "DraftConfig", "DraftPolicy", "EarlyExitDrafter", "FixedK", "GenerationResult", "HeadsDrafter",
+    "JacobiTrace", "MedusaHeads",
     "Prompt", "SUPPORTED_ARCHITECTURES", "SkipSet", "SkipStrategy", "StaticThreshold", "StepRecord",
     "TargetConfidenceGate", "Trace",
     "autoregressive_generate", "best_config", "best_skip_set", "cascade", "draft_tree", "jacobi_generate",

@@ -1,7 +1,8 @@
 """Medusa heads against the shipped self-draft, side by side: the plain loop, ``default``'s shipped self-draft
 (``best_config('default')``) and its Medusa heads (``python -m labkit train-heads``) drafting the top-1 chain (every
-head, FixedK(K)) and Medusa's tree (:data:`~labkit.core.tree_shapes.MEDUSA_CHOICES`, when K = 4), interleaved on
-held-out prompts of the stdlib and of installed packages (outside prompts); greedy, one thread.
+head, FixedK(K); or stopped at the first head whose top-1 q is below 0.3) and Medusa's tree
+(:data:`~labkit.core.tree_shapes.MEDUSA_CHOICES`, when K = 4), interleaved on held-out prompts of the stdlib and of
+installed packages (outside prompts); greedy, one thread.
 
 Prints per source: ms per token (median, min-max over repeats), speedup over the plain loop (min-max), acceptance
 (accepted / drafted), tokens per step (accepted + 1) and drafted tokens per step; every row's output is checked
@@ -20,7 +21,7 @@ import torch
 from labkit import autoregressive_generate, best_config, load_model, speculative_generate
 from labkit.artifacts.prompts import benchmark_prompts
 from labkit.core.medusa import HeadsDrafter
-from labkit.core.policies import FixedK
+from labkit.core.policies import FixedK, StaticThreshold
 from labkit.core.tree_shapes import MEDUSA_CHOICES
 from labkit.measure.harness import Decoder, Method, run_interleaved, summarise
 from labkit.measure.machine import machine_info
@@ -35,15 +36,19 @@ def decoders(model, config, heads) -> list[Decoder]:
     def self_draft(x, n):
         return speculative_generate(model, x, max_new_tokens=n, **config.generate_kwargs())
 
-    def heads_run(choices):
+    def heads_run(choices, threshold=None):
+        drafter = HeadsDrafter(model, heads, choices)          # made once: checking the heads hashes the LM head
+
         def run(x, n):
-            return speculative_generate(model, x, max_new_tokens=n, drafter=HeadsDrafter(model, heads, choices),
-                                        policy=FixedK(heads.n_heads))
+            policy = (FixedK(heads.n_heads) if threshold is None
+                      else StaticThreshold(threshold=threshold, max_draft=heads.n_heads))
+            return speculative_generate(model, x, max_new_tokens=n, drafter=drafter, policy=policy)
         return run
 
     out = [Decoder(Method("plain", "plain loop", family="baseline"), plain),
            Decoder(Method("self-spec", "shipped self-draft", weights=config.weights_label), self_draft),
-           Decoder(Method("medusa", f"Medusa heads, chain (K={heads.n_heads})"), heads_run(None))]
+           Decoder(Method("medusa", f"Medusa heads, chain (K={heads.n_heads})"), heads_run(None)),
+           Decoder(Method("medusa", "Medusa heads, chain, stop q < 0.3"), heads_run(None, 0.3))]
     if heads.n_heads >= 4:
         out.append(Decoder(Method("medusa", "Medusa heads, tree (10 nodes)"), heads_run(MEDUSA_CHOICES)))
     return out

@@ -42,7 +42,7 @@ class MedusaConfig:
     stride: int = 1500             # one window every `stride` tokens of each training file
     max_windows: int = 256         # 0 = every window
     batch: int = 64                # sequences per greedy-continuation batch
-    steps: int = 300
+    steps: int = 600
     batch_positions: int = 256
     lr: float = 1e-3
     holdout: float = 0.05
