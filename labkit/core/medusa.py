@@ -37,6 +37,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
+import weakref
 from pathlib import Path
 
 import torch
@@ -197,15 +198,15 @@ class HeadsDrafter(Drafter):
             if max(map(len, choices)) > heads.n_heads:
                 raise ValueError(f"choices reach depth {max(map(len, choices))}; the heads guess {heads.n_heads}")
         self.model, self.heads, self.choices = model, heads, choices
-        self.hidden, self.owner = None, None          # h for the state ``owner`` at its current pending token
+        self.hidden, self.owner = None, None      # h for the state ``owner()`` (a weak reference) at its pending token
 
     def prepare(self, state: DecodingState, prompt_ids: torch.Tensor) -> None:
-        self.hidden, self.owner = None, state      # the first draft recomputes h (one single-token forward)
+        self.hidden, self.owner = None, weakref.ref(state)     # the first draft recomputes h (one single-token forward)
 
     def draft(self, state: DecodingState, budget: int, policy: DraftPolicy) -> Draft:
         t0 = time.perf_counter()
-        if self.owner is not state or self.hidden is None:
-            self.hidden, self.owner = predecessor_hidden(state), state
+        if self.owner is None or self.owner() is not state or self.hidden is None:
+            self.hidden, self.owner = predecessor_hidden(state), weakref.ref(state)
         t1 = time.perf_counter()
         draft = Draft(drafter=self, forward=forward_with_hidden_states)
         if self.hidden is None or budget < 1:
@@ -251,4 +252,4 @@ class HeadsDrafter(Drafter):
             self.hidden = None
             return
         row = verdict.n_accepted if verdict.path is None else (verdict.path[-1] + 1 if verdict.path else 0)
-        self.hidden, self.owner = verdict.hidden_states[-1][row], state
+        self.hidden, self.owner = verdict.hidden_states[-1][row], weakref.ref(state)

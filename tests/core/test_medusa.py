@@ -39,7 +39,7 @@ class CheckedDrafter(HeadsDrafter):
     checked = 0
 
     def draft(self, state, budget, policy):
-        if self.hidden is not None and self.owner is state:
+        if self.hidden is not None and self.owner is not None and self.owner() is state:
             kept = self.hidden.clone()
             assert torch.allclose(kept, predecessor_hidden(state), atol=1e-4), "h is not the predecessor's"
             CheckedDrafter.checked += 1
