@@ -4,6 +4,7 @@ over the repetitions), and whether the two ranges overlap. Rows whose skip set c
 search's shipped set is read when the benchmark runs) are marked, since they are not the same configuration.
 
     python docs/notes/bench_rerun_check.py OLD.json [NEW.json]     # NEW defaults to data/bench/bench.json
+    python docs/notes/bench_rerun_check.py data/bench/bench.json data/bench/rerun/bench.json   # issue 27's check
 """
 from __future__ import annotations
 
@@ -39,7 +40,8 @@ def compare(old: dict, new: dict) -> list[str]:
         for method in a.keys() & b.keys():
             (s0, lo0, hi0), (s1, lo1, hi1) = a[method], b[method]
             overlap = lo0 <= hi1 and lo1 <= hi0
-            uses_set = section == "greedy" and "self-spec" in method and method.split(":")[0] in changed
+            model = method.split(": ")[0] if section == "greedy" else method.split(": ")[1]
+            uses_set = model in changed and any(k in method for k in ("self-spec", "searched set", "self-draft"))
             note = "skip set changed" if uses_set else ("within the noise" if overlap else "ranges apart")
             if not uses_set:
                 total, agree = total + 1, agree + overlap

@@ -3,9 +3,10 @@ so that every number the README quotes from the run can be regenerated, not rety
 
     python docs/notes/readme_bench_tables.py [path/to/bench.json]
 """
-import json
 import sys
 from pathlib import Path
+
+from labkit.measure.bench_results import load_results
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -37,7 +38,7 @@ GREEDY_ROWS = [
 ]
 
 STRATEGY_ROWS = [
-    ("static: searched set (10 blocks)", "static: searched set"),
+    ("static: searched set", "static: searched set"),
     ("static: searched set, int8 draft", "static: searched set, int8 draft"),
     ("static: trained draft path (8 blocks)", "static: trained draft path"),
     ("static: trained draft path, int8 draft", "static: trained draft path, int8 draft"),
@@ -46,12 +47,16 @@ STRATEGY_ROWS = [
     ("on-the-fly (SWIFT-style)", "on-the-fly"),
     ("in-context (CLaSp-style)", "in-context"),
     ("knapsack (KnapSpec-style)", "knapsack"),
+    ("shipped draft (int8, static 0.4), chain", "shipped draft, chain"),
+    ("shipped draft, confidence tree (below 0.6, 2 siblings)",
+     "shipped draft, confidence tree (below 0.6, siblings 2)"),
+    ("shipped draft, dynamic tree (top 2, 8 nodes)", "shipped draft, dynamic tree (top_k 2, nodes 8)"),
 ]
 
 
 def cell(rows: list[dict], key: str, spec: str) -> str:
     values = [row.get(key) for row in rows]
-    if any(v is None for v in values):
+    if any(v is None or v != v for v in values):                 # None or NaN: does not apply
         return ""
     return " / ".join(format(v, spec) for v in values)
 
@@ -65,15 +70,15 @@ def greedy_table(result: dict) -> list[str]:
         label = label.format(**layers)
         rows = [by_name[n.format(**layers)] for n in names]
         ratio = [r["measured_over_limit"] for r in rows]
-        span = sorted({format(v, ".2f") for v in ratio}) if all(v is not None for v in ratio) else []
+        span = sorted({format(v, ".2f") for v in ratio}) if all(v is not None and v == v for v in ratio) else []
         measured = "–".join([span[0], span[-1]] if len(span) > 1 else span)
         limit = cell(rows, "limit", ".2f") if len(rows) == 1 else ""
         lines.append(f"| {label} | {cell(rows, 'ms_per_token', '.2f')} | {cell(rows, 'speedup_vs_generate', '.2f')} | "
-                     f"{cell(rows, 'speedup_vs_plain_loop', '.2f')} | {cell(rows, 'acceptance', '.2f')} | "
+                     f"{cell(rows, 'speedup', '.2f')} | {cell(rows, 'acceptance', '.2f')} | "
                      f"{cell(rows, 'tokens_per_step', '.2f')} | {limit} | {measured} | yes |")
     sampled = next(r for r in result["sampling"] if "self-spec" in r["method"])
     lines.append(f"| sampling T = 0.7: self-spec adaptive vs plain loop | {sampled['ms_per_token']:.2f} | | "
-                 f"{sampled['speedup_vs_plain_loop']:.2f} | {sampled['acceptance']:.2f} | "
+                 f"{sampled['speedup']:.2f} | {sampled['acceptance']:.2f} | "
                  f"{sampled['tokens_per_step']:.2f} | {sampled['limit']:.2f} | {sampled['measured_over_limit']:.2f} | "
                  "(exact in distribution) |")
     return lines
@@ -87,9 +92,9 @@ def strategy_table(result: dict) -> list[str]:
             continue
         cells = []
         for source in ("stdlib", "packages"):
-            row, lookup = rows[(source, name)], rows[(source, name + " + prompt lookup")]
-            cells += [f"{row['speedup_vs_plain_loop']:.2f} ({row['acceptance']:.2f})",
-                      f"{lookup['speedup_vs_plain_loop']:.2f}"]
+            row, lookup = rows[(source, name)], rows.get((source, name + " + prompt lookup"))
+            cells += [f"{row['speedup']:.2f} ({row['acceptance']:.2f})",
+                      f"{lookup['speedup']:.2f}" if lookup else "–"]
         select = [100 * rows[(s, name)]["select_share"] for s in ("stdlib", "packages")]
         select_text = f"{select[0]:.1f}" if round(select[0], 1) == round(select[1], 1) else \
             f"{select[0]:.1f} / {select[1]:.1f}"
@@ -99,7 +104,7 @@ def strategy_table(result: dict) -> list[str]:
 
 if __name__ == "__main__":
     path = Path(sys.argv[1]) if len(sys.argv) > 1 else REPO / "data" / "bench" / "bench.json"
-    result = json.loads(path.read_text())
+    result = load_results(path)
     plain = next(r for r in result["greedy"] if r["method"] == "default: labkit plain loop")
     print(f"{path}: {result['seconds']:.0f} s, plain loop {plain['ms_per_token']:.2f} ms/token\n")
     print("\n".join(greedy_table(result)) + "\n\n" + "\n".join(strategy_table(result)))
