@@ -12,16 +12,11 @@ step, the share of them the level above (or the target) accepted, tokens it draf
 """
 from __future__ import annotations
 
-import argparse
-import statistics
+from side_by_side import Size, by_source, parse_size, shipped_model, speedup_cells
 
-import torch
-
-from labkit import SkipSet, autoregressive_generate, best_config, cascade, load_model, speculative_generate
-from labkit.artifacts.prompts import benchmark_prompts
+from labkit import SkipSet, autoregressive_generate, best_config, cascade, speculative_generate
 from labkit.core.draft_config import DraftConfig
-from labkit.measure.harness import Decoder, Method, run_interleaved, summarise
-from labkit.measure.machine import machine_info
+from labkit.measure.harness import Decoder, Method
 
 
 def aggressive(config: DraftConfig, n_layers: int) -> DraftConfig:
@@ -72,35 +67,17 @@ def level_parts(results) -> list[str]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--prompts", type=int, default=4)
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--tokens", type=int, default=96)
-    args = parser.parse_args()
-    torch.set_num_threads(1)
-    n_prompts, n_tokens, repeats = (1, 32, 2) if args.quick else (args.prompts, args.tokens, args.repeats)
-    model, tokenizer = load_model("default")
+    size = parse_size(__doc__, quick=Size(1, 32, 2))
+    model, tokenizer = shipped_model()
     config = best_config("default")
     cheap = aggressive(config, model.config.num_hidden_layers)
-    print(machine_info())
     print(f"top: {config.describe(model.config.num_hidden_layers)}\naggressive level: "
-          f"{cheap.describe(model.config.num_hidden_layers)}\n{n_prompts} prompts per source, {n_tokens} new tokens, "
-          f"{repeats} interleaved repeats")
+          f"{cheap.describe(model.config.num_hidden_layers)}\n{size.describe()}")
     made = cascades(config, cheap)
-    for source in ("stdlib", "packages"):
-        ids = [tokenizer(p.text, return_tensors="pt", add_special_tokens=False)["input_ids"]
-               for p in benchmark_prompts(n_prompts, source=source)]
-        ds = decoders(model, config, made)
-        with torch.inference_mode():
-            runs = run_interleaved(ds, ids, max_new_tokens=n_tokens, repeats=repeats, desc=source)
-        rows = summarise(runs)
-        print(f"\n{source} prompts (median length {statistics.median(x.shape[1] for x in ids):.0f} tokens)")
+    for _, ds, runs, rows in by_source(tokenizer, size, lambda: decoders(model, config, made)):
         print(f"{'method':32} {'ms/token':>9} {'speedup (min-max)':>20} {'tokens/step':>11}")
         for d, row in zip(ds, rows):
-            print(f"{d.method.label:32} {row['ms_per_token']:9.2f} {row['speedup']:8.2f}× "
-                  f"({row['speedup_min']:.2f}-{row['speedup_max']:.2f}) {row['tokens_per_step']:11.2f}")
-            assert row["identical"] in (True, 1.0) or d.method.kind == "plain", f"{d.method.label} changed the output"
+            print(f"{d.method.label:32} {speedup_cells(row)} {row['tokens_per_step']:11.2f}")
             if d.method.kind == "cascade":
                 print("\n".join(level_parts(runs.results(d.method))))
 

@@ -11,18 +11,15 @@ masks and positions, keeping the accepted path's cache) as a share of the trees'
 """
 from __future__ import annotations
 
-import argparse
 import statistics
 import time
 
-import torch
+from side_by_side import Size, by_source, parse_size, shipped_model, speedup_cells
 
 import labkit.core.tree as tree_module
 import labkit.core.tree_shapes as shapes_module
-from labkit import autoregressive_generate, best_config, draft_tree, load_model, speculative_generate
-from labkit.artifacts.prompts import benchmark_prompts
-from labkit.measure.harness import Decoder, Method, run_interleaved, summarise
-from labkit.measure.machine import machine_info
+from labkit import autoregressive_generate, best_config, draft_tree, speculative_generate
+from labkit.measure.harness import Decoder, Method
 
 TREES = {
     "chain": None,
@@ -77,35 +74,16 @@ def nodes_per_verify(runs, method) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--prompts", type=int, default=4)
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--tokens", type=int, default=96)
-    args = parser.parse_args()
-    torch.set_num_threads(1)
-    n_prompts, n_tokens = (1, 24) if args.quick else (args.prompts, args.tokens)
-    model, tokenizer = load_model("default")
+    size = parse_size(__doc__, quick=Size(1, 24, 1))
+    model, tokenizer = shipped_model()
     config = best_config("default")
-    print(machine_info())
-    print(f"draft: {config.describe(model.config.num_hidden_layers)}; {n_prompts} prompts per source, {n_tokens} new "
-          f"tokens, {args.repeats} interleaved repeats")
-    book = Bookkeeping()
-    for source in ("stdlib", "packages"):
-        ids = [tokenizer(p.text, return_tensors="pt", add_special_tokens=False)["input_ids"]
-               for p in benchmark_prompts(n_prompts, source=source)]
-        tree_seconds: dict = {}
-        ds = decoders(model, config, book, tree_seconds)
-        with torch.inference_mode():
-            runs = run_interleaved(ds, ids, max_new_tokens=n_tokens, repeats=args.repeats, desc=source)
-        rows = summarise(runs)
-        print(f"\n{source} prompts (median length {statistics.median(x.shape[1] for x in ids):.0f} tokens)")
+    print(f"draft: {config.describe(model.config.num_hidden_layers)}; {size.describe()}")
+    book, tree_seconds = Bookkeeping(), {}
+    for _, ds, runs, rows in by_source(tokenizer, size, lambda: decoders(model, config, book, tree_seconds)):
         print(f"{'method':38} {'ms/token':>9} {'speedup (min-max)':>20} {'tokens/step':>11} {'nodes/verify':>12}")
         for d, row in zip(ds, rows):
             nodes = nodes_per_verify(runs, d.method) if d.method.kind != "plain" else float("nan")
-            print(f"{d.method.label:38} {row['ms_per_token']:9.2f} {row['speedup']:8.2f}× "
-                  f"({row['speedup_min']:.2f}-{row['speedup_max']:.2f}) {row['tokens_per_step']:11.2f} {nodes:12.1f}")
-            assert row["identical"] in (True, 1.0) or d.method.kind == "plain", f"{d.method.label} changed the output"
+            print(f"{d.method.label:38} {speedup_cells(row)} {row['tokens_per_step']:11.2f} {nodes:12.1f}")
         by_label = {d.method.label: row for d, row in zip(ds, rows)}
         chain = by_label["chain"]
         best = max((label for label in TREES if label != "chain"), key=lambda k: by_label[k]["speedup"])
@@ -116,6 +94,7 @@ def main() -> None:
               f"{b['speedup']:.2f}× the plain loop")
         share = {k: v[0] / v[1] for k, v in tree_seconds.items() if v[1]}
         print("tree bookkeeping / decode time: " + ", ".join(f"{k} {v:.1%}" for k, v in share.items()))
+        tree_seconds.clear()
 
 
 if __name__ == "__main__":
