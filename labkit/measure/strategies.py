@@ -39,7 +39,7 @@ from .costmodel import CostModel, measure_cost_model, tied_cost_model
 from .machine import machine_info
 
 __all__ = ["skip_strategy", "STRATEGY_NAMES", "block_importance", "strategy_cost_model", "model_name_of",
-           "make_strategies", "weights_hash", "IMPORTANCE_DIR"]
+           "weights_hash", "IMPORTANCE_DIR"]
 
 
 def model_name_of(model) -> str:
@@ -163,17 +163,3 @@ def skip_strategy(name: str, model, *, skip: SkipSet | None = None, model_name: 
         options = {"anchor": importance["anchor"], "anchor_alpha": importance["anchor_alpha"], **options}
         importance = importance["importance"]
     return KnapsackStrategy(cost_model, importance, **options)
-
-
-def make_strategies(model, tokenizer, names=STRATEGY_NAMES, *, skip: SkipSet | None = None, options=None,
-                    cost_model=None, importance=None) -> dict[str, SkipStrategy]:
-    """{name: fresh strategy} for several strategies at once, measuring the knapsack's inputs once.
-    ``options``: {name: options for that strategy}."""
-    check_supported(model)
-    options = options or {}
-    if "knapsack" in names:
-        cost_model = cost_model if cost_model is not None else strategy_cost_model(model)
-        importance = importance if importance is not None else block_importance(
-            model, tokenizer, anchor=skip or skip_set_for(model_name_of(model), model.config.num_hidden_layers)[0])
-    return {name: skip_strategy(name, model, skip=skip, cost_model=cost_model, importance=importance,
-                                tokenizer=tokenizer, **dict(options.get(name, {}))) for name in names}

@@ -5,7 +5,7 @@ import torch
 
 from labkit import SkipSet, autoregressive_generate, speculative_generate
 from labkit.core.architectures import SUPPORTED_ARCHITECTURES, check_mask_free_drafting, check_supported, n_layers
-from labkit.measure.strategies import block_importance, make_strategies, skip_strategy, strategy_cost_model
+from labkit.measure.strategies import block_importance, skip_strategy, strategy_cost_model
 
 from tiny_models import ARCHITECTURES, tiny_model
 
@@ -31,7 +31,6 @@ def test_unsupported_model_class():
 @pytest.mark.parametrize("call", [
     lambda: skip_strategy("knapsack", "default"),
     lambda: skip_strategy("static", "default", skip=SkipSet()),
-    lambda: make_strategies("default", None),
     lambda: block_importance("default", None),
     lambda: strategy_cost_model("default"),
     lambda: speculative_generate("default", IDS, max_new_tokens=2),
