@@ -104,6 +104,10 @@ EXPECTED = {
                        "chain_speedup_packages": (0.4, 5.0), "best_tree_speedup_stdlib": (0.4, 5.0),
                        "best_tree_speedup_packages": (0.4, 5.0), "dynamic16_nodes_per_verify": (2.0, 16.0),
                        "static_nodes_per_verify": (2.0, 10.0), "stepper_update_ms": (0.0, 500.0),
+                       "cascades_identical_to_plain": (1, 1), "n_cascades": (3, 3),
+                       "cascade_lookup_speedup_stdlib": (0.4, 5.0), "cascade_aggressive_speedup_stdlib": (0.2, 5.0),
+                       "cascade_dynamic_speedup_stdlib": (0.3, 5.0), "aggressive_level_kept": (0.0, 0.5),
+                       "lookup_level_kept": (0.05, 1.0), "lookup_ms_per_call": (0.0, 2.0),
                        "runtime_s": (1.0, 150.0)},
 }
 
