@@ -89,8 +89,12 @@ def pays_sentence(rows: list[dict], parts: list[dict], sources: tuple[str, ...],
                        f"spent for nothing, and {p['cascade']} was {summary(p['cascade'])}")
     for p in lookup:
         v = verdicts.get(p["cascade"], [])
-        paid = "what pays costs no forward" if v and all(x == "faster" for x in v) else \
-            "lookup costs no forward, yet here it did not pay beyond the noise everywhere"
+        if v and "faster" in v and "slower" not in v:
+            paid = "what pays costs no forward"
+        elif "slower" in v:
+            paid = "lookup costs no forward, yet here it did not pay"
+        else:
+            paid = "lookup costs no forward, but here its gain stayed within the noise"
         out.append(f"{paid}: prompt lookup ({p['ms_per_forward']:.2f} ms per call) under the shipped draft was "
                    f"{summary(p['cascade'])}, {p['kept']:.0%} of its copied tokens kept")
     if not out:

@@ -17,7 +17,7 @@ __all__ = ["level_parts_figure", "PART_COLORS"]
 #: The three bars per level, in drawing order.
 PART_COLORS = {"proposed": PALETTE["discarded"], "accepted": PALETTE["accepted"], "own": PALETTE["replacement"]}
 _NAMES = {"proposed": "proposed to the level above", "accepted": "kept by the level above",
-          "own": "drafted itself (its replacement or bonus)"}
+          "own": "drafted itself (not taken from below)"}
 
 
 def level_parts_figure(parts: list[dict]) -> go.Figure:
@@ -29,6 +29,7 @@ def level_parts_figure(parts: list[dict]) -> go.Figure:
         raise ValueError("no cascade levels to draw")
     fig = make_subplots(rows=1, cols=len(labels), subplot_titles=labels, shared_yaxes=True,
                         horizontal_spacing=0.04)
+    fig.update_annotations(font=dict(size=12))                     # the panel titles
     top = max(p["proposed"] for p in parts) or 1.0
     for col, label in enumerate(labels, start=1):
         mine = [p for p in parts if p["cascade"] == label]
