@@ -22,7 +22,7 @@ from ..measure.saturation import Saturation
 from ..viz.drafters import exit_layer_figure, gate_signal_figure, gate_signal_traces
 from ..viz.style import PALETTE
 from ..viz.widgets import as_widget, update_widget
-from .claims import overlaps
+from .claims import join, overlaps
 
 __all__ = ["FAMILY_METHODS", "LAB_CHAPTERS", "combo_exit_layer",
            "fastest_sentence", "early_exit_vs_skip_sentence", "memory_sentence", "lookup_sentence",
@@ -148,9 +148,15 @@ def early_exit_vs_skip_sentence(table: pd.DataFrame, n_layers: int, tol: float =
     verdict = {1: "layer skip is faster beyond the noise", -1: "early exit is faster beyond the noise",
                0: "the two are within measurement noise"}[_beyond_noise(s, e, tol)]
     acc = {1: "higher", -1: "lower", 0: "about the same"}[_compare(s["acceptance"], e["acceptance"], 0.02)]
-    return (f"{s['drafter']} reaches {_x(s)} at acceptance {_pct(s['acceptance'])}; the best early "
-            f"exit, E={int(e['exit_layer'])} of {n_layers} layers, reaches {_x(e)} at acceptance "
-            f"{_pct(e['acceptance'])}: {verdict}, with {acc} acceptance for layer skip.")
+    ties = sorted(int(r["exit_layer"]) for _, r in exits.iterrows()
+                  if int(r["exit_layer"]) != int(e["exit_layer"]) and _beyond_noise(e, r, tol) == 0)
+    tied = (f"; E={join([str(x) for x in ties])} {'is' if len(ties) == 1 else 'are'} within its noise, so the "
+            f"repetitions cannot rank {'it' if len(ties) == 1 else 'them'} below E={int(e['exit_layer'])}"
+            if ties else "")
+    which = "the fastest early exit by median, E" if len(exits) > 1 else "early exit at E"
+    return (f"{s['drafter']} reaches {_x(s)} at acceptance {_pct(s['acceptance'])}; {which}"
+            f"={int(e['exit_layer'])} of {n_layers} layers, reaches {_x(e)} at acceptance "
+            f"{_pct(e['acceptance'])}{tied}: {verdict}, with {acc} acceptance for layer skip.")
 
 
 def memory_sentence(table: pd.DataFrame, target_parameters: int) -> str:
@@ -182,12 +188,16 @@ def lookup_sentence(table: pd.DataFrame) -> str:
     partner = best.name.replace("lookup + ", "")
     parts = [alone] + ([rows.loc[partner]] if partner in rows.index else [])
     best_part = max(parts, key=lambda r: r["speedup"])
-    partner_speed = rows.loc[partner, "speedup"] if partner in rows.index else float("nan")
-    how = {1: "beats both parts alone beyond the noise", -1: "does not beat its best part alone",
-           0: "is within the noise of its best part alone"}[_beyond_noise(best, best_part)]
+    partner_speed = _x(rows.loc[partner]) if partner in rows.index else "not measured"
+    verdicts = [_beyond_noise(best, part) for part in parts]
+    named = f"{best_part.name}, {best_part['speedup']:.2f}x"
+    how = ("beats both parts alone beyond the noise" if all(v == 1 for v in verdicts) else
+           f"is within the noise of its best part alone ({named})" if _beyond_noise(best, best_part) == 0 else
+           f"does not beat its best part alone ({named})" if _beyond_noise(best, best_part) < 0 else
+           "beats its best part alone beyond the noise but not its other part")
     return (f"Prompt lookup costs nothing to draft: alone it runs at {_x(alone)}; in front of a model "
             f"drafter the best combination, {best.name}, runs at {_x(best)} ({partner} alone: "
-            f"{partner_speed:.2f}x), so the combination {how}.")
+            f"{partner_speed}), so the combination {how}.")
 
 
 def gate_control_sentences(control: pd.DataFrame) -> list[str]:
@@ -240,7 +250,8 @@ def saturation_sentence(sats: dict[str, Saturation], layer: int) -> str:
     head = (f"After {layer} of {parts[0][2]} layers the logit lens already gives the final token for {text}")
     if len(parts) > 1:
         gap = parts[0][0] - parts[-1][0]
-        head += (f": {parts[0][1]}'s first {layer} layers are already right for {100 * gap:.0f} percentage points more "
+        points = round(100 * parts[0][0]) - round(100 * parts[-1][0])   # the difference of the percentages shown
+        head += (f": {parts[0][1]}'s first {layer} layers are already right for {points} percentage points more "
                  f"tokens than {parts[-1][1]}'s" if gap > 0.02 else ", about the same")
     return head + "."
 
@@ -265,9 +276,14 @@ def roc_sentence(rocs: dict[str, dict[str, dict]]) -> list[str]:
                     else abs(b["auc"] - s["auc"]) <= 0.02)
             text += (f", but the {second} ({auc(s)}) is within the noise of it" if tied else
                      f", ahead of the {second} ({auc(s)}) beyond the noise")
-        a = worst[1]["auc"]
-        coin = ("worse than a coin flip (0.5)" if a < 0.45 else "close to a coin flip (0.5)" if a < 0.55 else
-                "better than a coin flip")
+        a, lo, hi = worst[1]["auc"], worst[1].get("auc_low", float("nan")), worst[1].get("auc_high", float("nan"))
+        if not (math.isnan(lo) or math.isnan(hi)):       # the interval decides: 0.5 inside it is a coin flip
+            coin = ("worse than a coin flip (0.5) beyond the noise" if hi < 0.5 else
+                    "better than a coin flip (0.5) beyond the noise" if lo > 0.5 else
+                    "within the noise of a coin flip (0.5)")
+        else:
+            coin = ("worse than a coin flip (0.5)" if a < 0.45 else "close to a coin flip (0.5)" if a < 0.55 else
+                    "better than a coin flip")
         out.append(text + f"; the {worst[0]} is worst ({auc(worst[1])}, {coin}).")
     return out
 

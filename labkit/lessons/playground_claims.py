@@ -89,13 +89,22 @@ def threshold_answer(grid: PlaygroundGrid, s: Setting) -> str:
     text += (f"{trend(d[0], d[-1], 'The drafted tokens per step d')} and "
              f"{trend(tps[0], tps[-1], 'the tokens per step')}")
     text += ", so each verify pass buys fewer tokens. " if direction(tps[0], tps[-1]) < 0 else ". "
-    text += f"The speedup is highest at threshold {th[j]:g} ({num(sp[j])}×)"
+    lo, hi = grid.vs_threshold("speedup_min", s), grid.vs_threshold("speedup_max", s)
+    ties = threshold_ties(grid, s)
+    text += (f"The speedup is highest at threshold {th[j]:g} ({num(sp[j])}×, min–max {num(lo[j])}–{num(hi[j])})"
+             + (f"; the speedup at {_thresholds([th[k] for k in ties])} overlaps that range, so within the noise "
+                f"{'it is' if len(ties) == 1 else 'they are'} as fast" if ties else ""))
     if abs(acc[j] - acc[ja]) <= 0.01:
         above = [k for k in range(j + 1, len(th))]
-        text += (f", which is also (within 0.01) where accepted / drafted is highest ({num(acc[ja])})"
+        last = len(th) - 1
+        drop = (f"the speedup drops to {num(sp[-1])}× (min–max {num(lo[-1])}–{num(hi[-1])}, below the peak's beyond "
+                f"the noise)" if last not in ties else
+                f"the speedup ends at {num(sp[-1])}× (min–max {num(lo[-1])}–{num(hi[-1])}, within the noise of the "
+                f"peak)")
+        text += (f". Threshold {th[j]:g} is also (within 0.01) where accepted / drafted is highest ({num(acc[ja])})"
                  + (f". Above it accepted / drafted no longer rises ({num(acc[j])} → {num(acc[-1])}) while d keeps "
-                    f"falling ({num(d[j])} → {num(d[-1])}) and the speedup drops to {num(sp[-1])}×: past that point "
-                    f"a higher threshold only shortens the drafts." if above else "."))
+                    f"falling ({num(d[j])} → {num(d[-1])}) and {drop}: past that point a higher threshold only "
+                    f"shortens the drafts." if above else "."))
     elif ja in threshold_ties(grid, s):
         text += (f"; at threshold {th[ja]:g}, where accepted / drafted is highest ({num(acc[ja])} against "
                  f"{num(acc[j])}), the speedup's range overlaps it: within the noise the two are equally fast.")
@@ -111,6 +120,11 @@ def threshold_ties(grid: PlaygroundGrid, s: Setting) -> list[int]:
     sp, lo, hi = (grid.vs_threshold(m, s) for m in ("speedup", "speedup_min", "speedup_max"))
     j = int(np.nanargmax(sp))
     return [k for k in range(len(sp)) if k != j and not is_missing(sp[k]) and overlaps((lo[k], hi[k]), (lo[j], hi[j]))]
+
+
+def _thresholds(values) -> str:
+    """'threshold 0.4' / 'thresholds 0.2 and 0.4'."""
+    return f"threshold{'s' if len(values) > 1 else ''} {join([f'{v:g}' for v in values])}"
 
 
 def verify_cost_sentence(grid: PlaygroundGrid, draft_weights: str | None = None) -> str:
@@ -280,9 +294,11 @@ def summary(grid: PlaygroundGrid, other: PlaygroundGrid | None, s: Setting) -> l
                f"drafted together. On the paper's slice of `{grid.name}` the speedup peaks at skip ratio "
                f"{grid.ratios[i]:.3f} ({where}), where the cheaper drafts stop paying for the lost acceptance."]
     if abs(acc_t[j] - acc_t[ja]) <= 0.01:
+        ties = threshold_ties(grid, s)
+        tied = f", {_thresholds([th[k] for k in ties])} within its noise" if ties else ""
         bullets.append(f"The threshold trades acceptance against draft length. Here the fastest threshold "
-                       f"({th[j]:g}) is also the one with the highest accepted / drafted; above it only the drafts "
-                       f"shrink.")
+                       f"({th[j]:g}{tied}) is also the one with the highest accepted / drafted; above it only the "
+                       f"drafts shrink.")
     elif ja in threshold_ties(grid, s):
         bullets.append(f"The threshold trades acceptance against draft length: the fastest threshold here ({th[j]:g}) "
                        f"and the one with the highest accepted / drafted ({th[ja]:g}) are within the noise of each "

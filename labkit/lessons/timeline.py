@@ -359,9 +359,20 @@ def carry_sentence(runs: dict, policy) -> str:
     ar = steps[-1].policy_state.get("acceptance_rate") if steps else None
     step = threshold_step(policy)
     moved = thr[-1] - thr[0] if thr else 0.0
-    where = ("fell: AR stayed above the target, so the rule lets drafts run longer" if moved < -step else
-             "rose: AR stayed below the target, so the rule stops drafts earlier" if moved > step else
-             "stayed where it started: AR sat at the target")
+    diffs = [b - a for a, b in zip(thr, thr[1:])]
+    down, up = sum(d < -step / 2 for d in diffs), sum(d > step / 2 for d in diffs)   # the moves, one per update
+    n = down + up
+
+    def balance(side: str, count: int, other: str, other_count: int) -> str:
+        """How many updates had AR on each side of the target (the net move alone hides the mix)."""
+        if other_count == 0:
+            return f"AR was {side} the target at every one of the {n} updates, so"
+        return f"AR was {side} the target at {count} of the {n} updates and {other} it at {other_count}, so on balance"
+
+    where = (f"fell: {balance('above', down, 'below', up)} the rule let drafts run longer" if moved < -step else
+             f"rose: {balance('below', up, 'above', down)} the rule stopped drafts earlier" if moved > step else
+             "stayed where it started" + (f": AR was above the target at {down} of the {n} updates and below it at "
+                                          f"{up}" if n else ""))
     text = (f"Carried across {len(runs[label])} prompts ({len(steps)} steps), the threshold went from {thr[0]:.3f} "
             f"to {thr[-1]:.3f} and {where} (AR {ar:.2f} at the end, target {policy.target:g}). "
             if thr and ar is not None else "")

@@ -41,6 +41,13 @@ def test_early_exit_vs_layer_skip_reverses():
     flipped = {**BASE, "early exit E=6": 1.9}
     text = lesson.early_exit_vs_skip_sentence(table(**flipped), 8)
     assert "early exit is faster" in text and "E=6 of 8" in text
+    # full mode of 08: the fastest exit by median has others within its noise; the sentence names them
+    assert "within its noise" not in lesson.early_exit_vs_skip_sentence(table(**BASE), 8)
+    close = lesson.early_exit_vs_skip_sentence(table(**{**BASE, "early exit E=2": 1.09}), 8)
+    assert "the fastest early exit by median, E=6 of 8 layers" in close
+    assert "E=2 is within its noise, so the repetitions cannot rank it below E=6" in close
+    one_exit = table(**BASE).drop("early exit E=2")                       # notebook 09 measures one E
+    assert "; early exit at E=6 of 8 layers, reaches" in lesson.early_exit_vs_skip_sentence(one_exit, 8)
     even = {**BASE, "early exit E=6": 1.41}
     assert "within measurement noise" in lesson.early_exit_vs_skip_sentence(table(**even), 8)
 
@@ -48,6 +55,10 @@ def test_early_exit_vs_layer_skip_reverses():
 def test_lookup_and_memory_sentences_reverse():
     assert "beats both parts alone" in lesson.lookup_sentence(table(**BASE))
     assert "does not beat" in lesson.lookup_sentence(table(**{**BASE, "lookup + layer skip (searched)": 1.0}))
+    # full mode of 09: the combination ties prompt lookup, not the layer skip printed beside it; the sentence names it
+    tied = lesson.lookup_sentence(table(**{**BASE, "lookup + layer skip (searched)": 1.62}))
+    assert "is within the noise of its best part alone (prompt lookup, 1.60x)" in tied
+    assert "(layer skip (searched) alone: 1.40x)" in tied
     assert "within the noise of its best part" in lesson.lookup_sentence(
         table(**{**BASE, "lookup + layer skip (searched)": 1.61}))
     assert "(layer skip (searched) alone: 1.40x)" in lesson.lookup_sentence(table(**BASE))
@@ -87,8 +98,8 @@ def test_gate_control_sentences_compare_with_chance_and_no_gate():
     assert "within the noise of no gate" in first
 
 
-def saturation(frac_right_after_1: float, name: str) -> Saturation:
-    n, layers = 10, 3
+def saturation(frac_right_after_1: float, name: str, n: int = 10) -> Saturation:
+    layers = 3
     tokens = np.arange(n)
     top1 = np.tile(tokens[:, None], (1, 2 * layers + 1))
     top1[:, 0] = -1
@@ -101,6 +112,9 @@ def saturation(frac_right_after_1: float, name: str) -> Saturation:
 def test_saturation_sentence_and_combo_exit_layer():
     text = lesson.saturation_sentence({"a": saturation(0.3, "a"), "b": saturation(0.9, "b")}, 1)
     assert "b: 90%; a: 30%" in text and "b's first 1 layers are already right for 60 percentage points more" in text
+    # full mode of 08: 67.7 % against 23.3 % shows as 68 % and 23 %; the gap it states is theirs, 45 points (not 44)
+    text = lesson.saturation_sentence({"a": saturation(0.233, "a", n=1000), "b": saturation(0.677, "b", n=1000)}, 1)
+    assert "b: 68%; a: 23%" in text and "right for 45 percentage points more" in text
     assert lesson.combo_exit_layer(saturation(0.9, "x")) == 1
     assert lesson.combo_exit_layer(saturation(0.3, "x")) == 2                # layer 1 is right for 30 % only
     assert lesson.combo_exit_layer(saturation(0.9, "x"), min_alpha=1.0) == 2
@@ -127,6 +141,14 @@ def test_roc_sentence_ranks_signals():
     rocs["m"]["exit classifier"].update(auc=0.78, auc_high=0.8)
     (text,) = lesson.roc_sentence(rocs)
     assert "but the exit classifier (AUC 0.78, interval 0.65–0.80) is within the noise of it" in text
+    # the worst signal against a coin flip is judged by its interval (full mode of 08: 0.46, interval 0.44–0.47)
+    rocs["m"]["state saturation"].update(auc=0.46, auc_low=0.44, auc_high=0.47)
+    (text,) = lesson.roc_sentence(rocs)
+    assert "worse than a coin flip (0.5) beyond the noise" in text and "close to" not in text
+    rocs["m"]["state saturation"].update(auc=0.48, auc_low=0.45, auc_high=0.52)
+    assert "within the noise of a coin flip (0.5)" in lesson.roc_sentence(rocs)[0]
+    rocs["m"]["state saturation"].update(auc=0.65, auc_low=0.63, auc_high=0.67)
+    assert "better than a coin flip (0.5) beyond the noise" in lesson.roc_sentence(rocs)[0]
 
 
 

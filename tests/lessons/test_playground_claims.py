@@ -37,7 +37,17 @@ def test_threshold_answer_separates_fastest_and_most_accepted():
     # both highest at 0.5: the sentence says so, and what happens above it
     together = make_grid(lambda i, j: [1.1, 1.5, 1.2][j], acceptance=lambda i, j: [0.6, 0.95, 0.94][j])
     text = pc.threshold_answer(together, S)
-    assert "which is also (within 0.01) where accepted / drafted is highest" in text and "only shortens" in text
+    assert "Threshold 0.5 is also (within 0.01) where accepted / drafted is highest" in text and "only shortens" in text
+    assert "overlaps that range" not in text and "below the peak's beyond the noise" in text
+    # full mode of 04: the fastest threshold has a neighbour inside its noise; the answer and the summary name it
+    close = make_grid(lambda i, j: [1.48, 1.5, 1.2][j], acceptance=lambda i, j: [0.6, 0.95, 0.94][j], noise=0.05)
+    text = pc.threshold_answer(close, S)
+    assert "the speedup at threshold 0 overlaps that range, so within the noise it is as fast" in text
+    assert "below the peak's beyond the noise" in text
+    assert "threshold 0 within its noise" in pc.summary(close, None, S)[1]
+    assert "within its noise" not in pc.summary(together, None, S)[1]
+    high = make_grid(lambda i, j: [1.1, 1.5, 1.48][j], acceptance=lambda i, j: [0.6, 0.95, 0.94][j], noise=0.05)
+    assert "within the noise of the peak" in pc.threshold_answer(high, S)
     # the same ranking inside the noise (ranges overlap): the sentence says the two cannot be told apart
     noisy = make_grid(lambda i, j: [1.5, 1.45, 1.44][j], acceptance=lambda i, j: [0.6, 0.8, 0.95][j], noise=0.05)
     assert pc.threshold_ties(noisy, S) == [1, 2] and pc.threshold_ties(apart, S) == []

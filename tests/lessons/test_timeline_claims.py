@@ -72,6 +72,15 @@ def test_carry_sentence_and_the_threshold_step():
         st.threshold, st.policy_state = 0.6 - 0.001 * i, {"acceptance_rate": 0.97}
     text = tl.carry_sentence({"carried": [falling, falling]}, policy)
     assert "Carried across 2 prompts (60 steps)" in text and "fell" in text and "at least 100 steps" in text
+    assert "AR was above the target at every one of the 29 updates" in tl.carry_sentence({"carried": [falling]}, policy)
+    # full mode's carry-over: a net fall made of moves both ways must not read "AR stayed above the target"
+    mixed, t = trace([(4, 3)] * 30, threshold=0.6), 0.6
+    for i, st in enumerate(mixed.steps):
+        st.threshold, st.policy_state = t, {"acceptance_rate": 0.95}
+        t += 0.001 if i % 3 == 0 else -0.001
+    text = tl.carry_sentence({"carried": [mixed]}, policy)
+    assert "fell: AR was above the target at 19 of the 29 updates and below it at 10, so on balance" in text
+    assert "every one" not in text and "stayed above" not in text
     for st in falling.steps:
         st.threshold, st.policy_state = 0.6, {"acceptance_rate": 0.9}
     assert "stayed where it started" in tl.carry_sentence({"carried": [falling]}, policy)
