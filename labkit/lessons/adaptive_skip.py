@@ -19,7 +19,7 @@ from .claims import overlaps
 __all__ = ["transfer_sentence", "acceptance_sentence", "winner_sentence", "overhead_sentence", "changes_sentence",
            "where_each_wins", "set_changes", "lever_sentence", "joined_timeline", "most_changes", "state_lines",
            "with_int8_draft", "draft_weights_sentence", "draft_head_for", "with_draft_head", "draft_head_sentence",
-           "choosing_cost_sentence", "faster_or_noise", "runtime_sentence", "SetExplorer"]
+           "choosing_cost_sentence", "faster_or_noise", "runtime_sentence", "sets_sentence", "SetExplorer"]
 
 
 def _fmt(x: float, spec: str = ".2f") -> str:
@@ -61,6 +61,30 @@ def _x(frame, source: str, method: str) -> str:
 def runtime_sentence(seconds: float, fast: bool) -> str:
     """How long this run took, from its own clock (a stated runtime must be a measured one)."""
     return f"This run ({'FAST' if fast else 'full'} mode) took {seconds:.0f} s on this machine, kernel start excluded."
+
+
+def _blocks(skip) -> set[str]:
+    return {f"attention {i}" for i in skip.attention} | {f"MLP {i}" for i in skip.mlp}
+
+
+def sets_sentence(sets: dict) -> str:
+    """How the two shipped static sets relate (read from the sets, not assumed): the same set, one inside the other,
+    or two different sets. When they are one set, their rows below are two measurements of it: their gap is noise."""
+    if "trained draft path" not in sets:
+        return f"This model ships only the searched set, {sets['searched set']}."
+    searched, trained = _blocks(sets["searched set"]), _blocks(sets["trained draft path"])
+    if searched == trained:
+        return (f"Here the two are the same set, {sets['searched set']}: the search found the trained draft path "
+                f"itself, so every row of both below measures one set twice (any gap between them is the noise).")
+    extra, missing = sorted(searched - trained), sorted(trained - searched)
+    if not missing:
+        return (f"The searched set extends the trained draft path by {len(extra)} block{'s' * (len(extra) != 1)} "
+                f"({', '.join(extra)}).")
+    if not extra:
+        return (f"The searched set is the trained draft path less {len(missing)} block{'s' * (len(missing) != 1)} "
+                f"({', '.join(missing)}).")
+    return (f"The two sets differ: the searched set also skips {', '.join(extra)} and keeps {', '.join(missing)}, "
+            f"which the trained draft path skips.")
 
 
 def transfer_sentence(agreement, set_label: str, home: str = "stdlib", away: str = "packages") -> str:

@@ -242,7 +242,10 @@ def _int8_effect(grid: PlaygroundGrid, s: Setting) -> str:
                  "and int8 weights are a quarter of the bytes)",
              0: " (here the int8 drafts were not measurably cheaper)",
              1: " (on this machine the int8 kernel cost more than the bytes it saves)"}[change]
-    text += f", and {trend(f['acceptance_rate'], i['acceptance_rate'], 'accepted / drafted')}"
+    fa, ia = f["acceptance_rate"], i["acceptance_rate"]
+    text += (f", and accepted / drafted stays at about the same ({num(fa)} with fp32, {num(ia)} with int8)"
+             if direction(fa, ia) == 0 and not (is_missing(fa) or is_missing(ia)) else
+             f", and {trend(fa, ia, 'accepted / drafted')}")
     if i.get("identical_to_plain") is True:
         text += "; the output stays token-identical to plain decoding (verification reads the model's own weights)"
     return text + "."

@@ -198,3 +198,18 @@ def test_draft_head_sentence_reads_each_direction():
     assert "left acceptance at 0.900" in say.draft_head_sentence(same, "stdlib", "int8", "head")
     assert "no drafting steps" in say.draft_head_sentence(better, "packages", "int8", "head")
     assert say.draft_head_for("default") is not None and say.draft_head_for("plain") is None
+
+
+def test_sets_sentence_reads_how_the_two_static_sets_relate():
+    # full mode of 07: the search now returns the trained draft path itself; the text must not say "extends it"
+    same = SkipSet(attention=[1, 4, 5, 7], mlp=[1, 3, 5, 6])
+    text = say.sets_sentence({"searched set": same, "trained draft path": same})
+    assert "the same set" in text and "measures one set twice" in text and "extends" not in text
+    trained = SkipSet(attention=[4, 5, 7], mlp=[3, 5, 6])
+    assert "extends the trained draft path by 2 blocks (MLP 1, attention 1)" in say.sets_sentence(
+        {"searched set": same, "trained draft path": trained})
+    assert "less 2 blocks" in say.sets_sentence({"searched set": trained, "trained draft path": same})
+    other = SkipSet(attention=[0, 4, 5, 7], mlp=[1, 3, 5, 6])
+    assert "also skips attention 0 and keeps attention 1" in say.sets_sentence(
+        {"searched set": other, "trained draft path": same})
+    assert "ships only the searched set" in say.sets_sentence({"searched set": same})
