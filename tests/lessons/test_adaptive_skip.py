@@ -204,7 +204,7 @@ def test_sets_sentence_reads_how_the_two_static_sets_relate():
     # full mode of 07: the search now returns the trained draft path itself; the text must not say "extends it"
     same = SkipSet(attention=[1, 4, 5, 7], mlp=[1, 3, 5, 6])
     text = say.sets_sentence({"searched set": same, "trained draft path": same})
-    assert "the same set" in text and "measures one set twice" in text and "extends" not in text
+    assert "the same set" in text and "two measurements of one set" in text and "extends" not in text
     trained = SkipSet(attention=[4, 5, 7], mlp=[3, 5, 6])
     assert "extends the trained draft path by 2 blocks (MLP 1, attention 1)" in say.sets_sentence(
         {"searched set": same, "trained draft path": trained})

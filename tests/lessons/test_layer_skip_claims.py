@@ -78,7 +78,13 @@ def test_acceptance_sentence_explains_the_gap():
     loop = ls.acceptance_sentence(0.8, 0.34, 2.0, probe_share=0.6, run_share=0.05)
     assert "(60% of the probe's" in loop and "5% of this run's; repeated text is easy to draft" in loop
     plain = ls.acceptance_sentence(0.8, 0.34, 2.0, probe_share=0.12, run_share=0.0)
-    assert "easy to draft" not in plain and "accepted less often" in plain
+    assert "easy to draft" not in plain and "(0.380) is not explained by counting" in plain
+    # full mode of 02 (α 0.828, d 3, measured 0.378): the gap is not attributed to the text alone
+    full = ls.acceptance_sentence(0.828, 0.378, 3.0, probe_share=0.19, run_share=0.14)
+    assert "comes from the text" not in full and "The text:" in full and "The condition:" in full
+    assert "does not separate the two" in full
+    above = ls.acceptance_sentence(0.8, 0.9, 2.0)                       # measured above the i.i.d. count
+    assert "accepted more often than that (+0.180)" in above and "gap" not in above.split("0.720. ")[1]
 
 
 def test_wall_clock_sentence_gives_the_reasons_the_data_shows():
