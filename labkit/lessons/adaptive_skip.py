@@ -75,7 +75,8 @@ def sets_sentence(sets: dict) -> str:
     searched, trained = _blocks(sets["searched set"]), _blocks(sets["trained draft path"])
     if searched == trained:
         return (f"Here the two are the same set, {sets['searched set']}: the search found the trained draft path "
-                f"itself, so the two static rows below are two measurements of one set (any gap between them is noise).")
+                f"itself, so the two static rows below are two measurements of one set (any gap between them is "
+                f"noise).")
     extra, missing = sorted(searched - trained), sorted(trained - searched)
     if not missing:
         return (f"The searched set extends the trained draft path by {len(extra)} block{'s' * (len(extra) != 1)} "
