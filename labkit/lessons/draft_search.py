@@ -49,6 +49,9 @@ def objectives_sentence(summary: dict, predicted: dict[str, float]) -> str:
                     lower_is_better=False, what="measured speedup",
                     spreads={label: (summary[label]["low"], summary[label]["high"]) for label in predicted
                              if label in summary}, noise="the spread over repeats")
+    n = sum(label in summary for label in predicted)
+    if any(label not in predicted for label in summary):     # other rows of the table may be faster: say whose lead
+        return "; ".join(parts) + f". Of these {n} picks, " + best
     return "; ".join(parts) + ". " + best[:1].upper() + best[1:]
 
 

@@ -39,6 +39,11 @@ def test_objectives_sentence_reports_prediction_and_measurement():
     assert "beyond the spread over repeats" in text
     close = draft_search.draft_summary(frame({"m": [(1.4, 1.3, 1.5)] * 2, "p": [(1.45, 1.35, 1.55)] * 2}))
     assert "within the spread over repeats" in draft_search.objectives_sentence(close, {"m": 1.35, "p": 1.8})
+    # full mode of 02: the shipped search (no prediction here) measured faster than both predicted picks
+    more = draft_search.draft_summary(frame({"m": [(0.9, 0.85, 0.95)] * 2, "p": [(1.5, 1.45, 1.55)] * 2,
+                                             "shipped": [(1.6, 1.56, 1.62)] * 2}))
+    text = draft_search.objectives_sentence(more, {"m": 1.35, "p": 1.8})
+    assert "Of these 2 picks, p has the highest measured speedup" in text
 
 
 def test_bo_cost_sentence():
