@@ -123,13 +123,26 @@ def winner_sentence(frame, source: str, target: float | None = None, reference: 
     if rows.empty:
         return f"No method was measured on {source} prompts."
     best = rows.loc[rows["speedup"].idxmax()]
-    text = f"On {source} prompts the fastest is {best['method']} at {_fmt(best['speedup'])}× the plain loop"
+    spread = _range(frame, source, best["method"])             # with repetitions, every verdict reads the noise
+    if spread is None:
+        text = f"On {source} prompts the fastest is {best['method']} at {_fmt(best['speedup'])}× the plain loop"
+    else:
+        text = f"On {source} prompts the fastest by median is {best['method']} at {_x(frame, source, best['method'])}"
     if reference is not None and reference != best["method"] and reference in set(rows["method"]):
-        ref = _value(frame, source, reference, "speedup")
-        text += f" ({reference}: {_fmt(ref)}×)"
+        if spread is None or _range(frame, source, reference) is None:
+            text += f" ({reference}: {_fmt(_value(frame, source, reference, 'speedup'))}×)"
+        else:
+            verdict = faster_or_noise(frame, source, best["method"], reference)
+            text += (f" ({reference}: {_x(frame, source, reference)}, "
+                     f"{'within the noise of it' if verdict == 0 else 'slower beyond the noise'})")
     if target is not None:
-        text += (f", which meets the target of {target:g}×" if best["speedup"] >= target
-                 else f", short of the target of {target:g}×")
+        if spread is None:
+            text += (f", which meets the target of {target:g}×" if best["speedup"] >= target
+                     else f", short of the target of {target:g}×")
+        else:
+            text += (f", which meets the target of {target:g}× beyond the noise" if spread[0] >= target else
+                     f", short of the target of {target:g}× beyond the noise" if spread[1] < target else
+                     f", within the noise of the target of {target:g}×")
     return text + "."
 
 

@@ -47,6 +47,17 @@ def test_winner_sentence_names_the_fastest_and_the_target():
     slower = FRAME.assign(speedup=FRAME["speedup"].where(FRAME["method"] != "knapsack", 0.9))
     text = winner_sentence(slower, "packages", target=1.2, reference="static: searched set")
     assert "fastest is static: searched set at 1.01×" in text and "short of the target" in text
+    # full mode of 07: with min–max ranges the reference and the target are judged against the noise
+    ranged = FRAME.assign(speedup_min=FRAME["speedup"] - 0.05, speedup_max=FRAME["speedup"] + 0.02)
+    text = winner_sentence(ranged, "stdlib", target=1.3, reference="knapsack")
+    assert "the fastest by median is static: searched set at 1.30× (1.25–1.32)" in text
+    assert "(knapsack: 1.10× (1.05–1.12), slower beyond the noise)" in text
+    assert "within the noise of the target of 1.3×" in text
+    close = ranged.assign(speedup=ranged["speedup"].where(ranged["method"] != "knapsack", 1.28),
+                          speedup_max=ranged["speedup_max"].where(ranged["method"] != "knapsack", 1.3))
+    assert "within the noise of it" in winner_sentence(close, "stdlib", reference="knapsack")
+    assert "meets the target of 1.2× beyond the noise" in winner_sentence(ranged, "stdlib", target=1.2)
+    assert "short of the target of 1.4× beyond the noise" in winner_sentence(ranged, "stdlib", target=1.4)
 
 
 def test_overhead_sentence_checks_the_budget():
