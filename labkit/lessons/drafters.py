@@ -115,10 +115,21 @@ def _beyond_noise(a, b, tol: float = 0.03, column: str = "speedup") -> int:
     return _compare(float(a[column]), float(b[column]), tol)
 
 
-def _x(row) -> str:
+def _x(row, digits: int = 2) -> str:
     """'1.23x (1.20–1.25)': a speedup with its min–max over repetitions when the row has one."""
     s = _spread(row)
-    return f"{row['speedup']:.2f}x" + (f" ({s[0]:.2f}–{s[1]:.2f})" if s else "")
+    return f"{row['speedup']:.{digits}f}x" + (f" ({s[0]:.{digits}f}–{s[1]:.{digits}f})" if s else "")
+
+
+def _digits(*rows) -> int:
+    """2, or 3 where two ranges that do not overlap would print as touching at 2 decimals (1.43–1.55 against
+    1.55–1.57 read as overlapping while the verdict says 'beyond the noise')."""
+    spreads = [sp for sp in (_spread(r) for r in rows) if sp is not None]
+    for a in spreads:
+        for b in spreads:
+            if a is not b and a[1] < b[0] and round(a[1], 2) >= round(b[0], 2):
+                return 3
+    return 2
 
 
 def fastest_sentence(table: pd.DataFrame) -> str:
@@ -153,9 +164,10 @@ def early_exit_vs_skip_sentence(table: pd.DataFrame, n_layers: int, tol: float =
     tied = (f"; E={join([str(x) for x in ties])} {'is' if len(ties) == 1 else 'are'} within its noise, so the "
             f"repetitions cannot rank {'it' if len(ties) == 1 else 'them'} below E={int(e['exit_layer'])}"
             if ties else "")
-    which = "the fastest early exit by median, E" if len(exits) > 1 else "early exit at E"
-    return (f"{s['drafter']} reaches {_x(s)} at acceptance {_pct(s['acceptance'])}; {which}"
-            f"={int(e['exit_layer'])} of {n_layers} layers, reaches {_x(e)} at acceptance "
+    which = (f"the fastest early exit by median, E={int(e['exit_layer'])} of {n_layers} layers," if len(exits) > 1
+             else f"early exit at E={int(e['exit_layer'])} of {n_layers} layers")
+    return (f"{s['drafter']} reaches {_x(s)} at acceptance {_pct(s['acceptance'])}; {which} reaches {_x(e)} at "
+            f"acceptance "
             f"{_pct(e['acceptance'])}{tied}: {verdict}, with {acc} acceptance for layer skip.")
 
 
@@ -214,16 +226,17 @@ def gate_control_sentences(control: pd.DataFrame) -> list[str]:
             r = sel[(sel["arm"] == "random control") & (sel["threshold"] == t)]
             vs_base = {1: "faster than no gate beyond the noise", -1: "slower than no gate beyond the noise",
                        0: "within the noise of no gate"}[_beyond_noise(g, b)]
+            r = r.iloc[0] if not r.empty else None
+            k = _digits(g, b, *([] if r is None else [r]))
             text = (f"On {prompts} prompts the gate at {t:g} decoded {g['gated_fraction']:.0%} of steps plainly "
-                    f"(acceptance {_pct(b['acceptance'])} ungated, {_pct(g['acceptance'])} gated) and ran at {_x(g)}: "
-                    f"{vs_base} ({_x(b)})")
-            if not r.empty:
-                r = r.iloc[0]
+                    f"(acceptance {_pct(b['acceptance'])} ungated, {_pct(g['acceptance'])} gated) and ran at "
+                    f"{_x(g, k)}: {vs_base} ({_x(b, k)})")
+            if r is not None:
                 vs_random = {1: "its choice of steps beat chance beyond the noise",
                              -1: "its choice of steps did worse than chance beyond the noise",
                              0: "its choice of steps is within the noise of chance"}[_beyond_noise(g, r)]
                 text += (f"; the random control, which decoded {r['gated_fraction']:.0%} of steps plainly at random, "
-                         f"ran at {_x(r)}, so {vs_random}")
+                         f"ran at {_x(r, k)}, so {vs_random}")
             if g["gated_fraction"] > 0.5:
                 text += "; the gate mostly switched speculation off"
             out.append(text + ".")

@@ -47,7 +47,7 @@ def test_early_exit_vs_layer_skip_reverses():
     assert "the fastest early exit by median, E=6 of 8 layers" in close
     assert "E=2 is within its noise, so the repetitions cannot rank it below E=6" in close
     one_exit = table(**BASE).drop("early exit E=2")                       # notebook 09 measures one E
-    assert "; early exit at E=6 of 8 layers, reaches" in lesson.early_exit_vs_skip_sentence(one_exit, 8)
+    assert "; early exit at E=6 of 8 layers reaches" in lesson.early_exit_vs_skip_sentence(one_exit, 8)
     even = {**BASE, "early exit E=6": 1.41}
     assert "within measurement noise" in lesson.early_exit_vs_skip_sentence(table(**even), 8)
 
@@ -96,6 +96,13 @@ def test_gate_control_sentences_compare_with_chance_and_no_gate():
     assert "slower than no gate beyond the noise" in first and "did worse than chance" in first
     first, _ = lesson.gate_control_sentences(control(1.01, 1.0, spread=0.1))
     assert "within the noise of no gate" in first
+    # full mode of 09: 1.45x (1.43–1.549) against no gate 1.57x (1.551–1.57) printed as touching at 2 decimals
+    apart = control(1.45, 1.40, spread=0.02)
+    apart.loc[apart["arm"] == "gate", "speedup_max"] = 1.549
+    apart.loc[apart["arm"] == "no gate", ["speedup", "speedup_min", "speedup_max"]] = [1.57, 1.551, 1.57]
+    first, _ = lesson.gate_control_sentences(apart)
+    assert "slower than no gate beyond the noise" in first and "1.549)" in first and "(1.551–1.570)" in first
+    assert "(1.18–1.22)" in lesson.gate_control_sentences(control(1.2, 1.0))[0]      # 2 decimals when they suffice
 
 
 def saturation(frac_right_after_1: float, name: str, n: int = 10) -> Saturation:
