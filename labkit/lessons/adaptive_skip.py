@@ -340,6 +340,22 @@ def draft_weights_sentence(frame, source: str, base: str, quantized: str) -> str
             f"{_x(frame, source, quantized)} the plain loop, {speed} (analytic limit {_fmt(l0)}× → {_fmt(l1)}×).")
 
 
+def distinct_methods(comparison, methods: list[str]) -> list[str]:
+    """``methods`` less every static one whose set an earlier static method already drafts with (two names for one
+    set, e.g. a searched set that is the trained draft path, would draw the same picture twice)."""
+    seen, out = set(), []
+    for method in methods:
+        sets = {str(getattr(s, "initial", None)) for (_, name), s in getattr(comparison, "strategies", {}).items()
+                if name == method and getattr(s, "name", "") == "static"}
+        key = frozenset(sets)
+        if sets and key in seen:
+            continue
+        if sets:
+            seen.add(key)
+        out.append(method)
+    return out
+
+
 class SetExplorer(widgets.VBox):
     """Pick a strategy and a prompt source (and a prompt): the picture of the sets it drafted with, step by step,
     and a sentence on how often the set changed. Trace data go to the FigureWidget as plain lists."""
@@ -349,6 +365,7 @@ class SetExplorer(widgets.VBox):
         self.comparison, self.n_layers = comparison, n_layers
         keys = [k for k in comparison.results if k[1] != PLAIN]
         methods, sources = list(dict.fromkeys(m for _, m in keys)), list(dict.fromkeys(s for s, _ in keys))
+        methods = distinct_methods(comparison, methods)
         self.method = widgets.Dropdown(options=methods, value=method or methods[0], description="strategy")
         self.source = widgets.Dropdown(options=sources, value=source or sources[0], description="prompts")
         n_prompts = len(next(iter(comparison.results.values())))

@@ -224,3 +224,21 @@ def test_sets_sentence_reads_how_the_two_static_sets_relate():
     assert "also skips attention 0 and keeps attention 1" in say.sets_sentence(
         {"searched set": other, "trained draft path": same})
     assert "ships only the searched set" in say.sets_sentence({"searched set": same})
+
+
+def test_the_explorer_offers_one_name_per_static_set():
+    """Two static rows drafting with one set (the searched set is the trained draft path) would draw the same
+    picture: the explorer keeps the first; strategies and other sets stay."""
+    from types import SimpleNamespace
+
+    from labkit.core.skip import SkipSet
+    from labkit.core.strategies import StaticStrategy
+    from labkit.lessons.adaptive_skip import distinct_methods
+
+    same, other = SkipSet(mlp=[1]), SkipSet(attention=[2])
+    strategies = {("stdlib", "static: a"): StaticStrategy(same), ("stdlib", "static: b"): StaticStrategy(same),
+                  ("stdlib", "static: c"): StaticStrategy(other),
+                  ("stdlib", "knapsack"): SimpleNamespace(name="knapsack")}
+    comparison = SimpleNamespace(strategies=strategies)
+    assert distinct_methods(comparison, ["static: a", "static: b", "static: c", "knapsack"]) == [
+        "static: a", "static: c", "knapsack"]
