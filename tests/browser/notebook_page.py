@@ -180,12 +180,22 @@ class WidgetDriver:
         return self.act("toggle", label, lambda: target.click())
 
     def dropdown(self, label: str) -> dict:
-        """Choose the option of dropdown ``label`` after the selected one (or the first, from the last)."""
+        """Choose the options of dropdown ``label`` after the selected one in turn (wrapping) until one changes the
+        figure: two options may rightly draw the same picture (a strategy that kept its start set on this prompt
+        draws what the static set draws), but some option must change it, to Python's values; else fail."""
         select = self._labelled(".widget-dropdown", label).locator("select")
         options = select.locator("option").all_text_contents()
-        current = select.evaluate("s => s.options[s.selectedIndex].textContent")
-        choice = options[(options.index(current) + 1) % len(options)]
-        return self.act("dropdown", label, lambda: select.select_option(label=choice))
+        start = options.index(select.evaluate("s => s.options[s.selectedIndex].textContent"))
+        same = []
+        for k in range(1, len(options)):
+            choice = options[(start + k) % len(options)]
+            try:
+                return self.act("dropdown", label, lambda c=choice: select.select_option(label=c))
+            except AssertionError as err:
+                if "did not change the figure data" not in str(err):
+                    raise
+                same.append(choice)
+        raise AssertionError(f"dropdown {label!r}: no option changed the figure data (tried {same})")
 
     def slider(self, label: str) -> dict:
         """One arrow-key step on the focused handle of slider ``label`` (right, or left at the right end)."""
