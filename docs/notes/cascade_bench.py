@@ -14,16 +14,9 @@ from __future__ import annotations
 
 from side_by_side import Size, by_source, parse_size, shipped_model, speedup_cells
 
-from labkit import SkipSet, autoregressive_generate, best_config, cascade, speculative_generate
+from labkit import best_config, cascade
 from labkit.core.draft_config import DraftConfig
-from labkit.measure.harness import Decoder, Method
-
-
-def aggressive(config: DraftConfig, n_layers: int) -> DraftConfig:
-    """The shipped set plus the attention and MLP blocks of two more layers (a quarter of the model left), int8."""
-    extra = [layer for layer in range(n_layers) if layer not in config.skip.attention][:2]
-    skip = SkipSet(attention=sorted({*config.skip.attention, *extra}), mlp=sorted({*config.skip.mlp, *extra}))
-    return DraftConfig(skip, draft_weights="int8")
+from labkit.measure.cascades import aggressive_level, cascade_decoders
 
 
 def cascades(config: DraftConfig, cheap: DraftConfig) -> dict:
@@ -35,17 +28,6 @@ def cascades(config: DraftConfig, cheap: DraftConfig) -> dict:
         "lookup > aggressive > shipped": lambda: cascade(["lookup", cheap, config], gamma=[6, 3]),
         "same, dynamic": lambda: cascade(["lookup", cheap, config], gamma=[6, 3], controller="dynamic"),
     }
-
-
-def decoders(model, config, made: dict) -> list[Decoder]:
-    out = [Decoder(Method("plain", "plain loop", family="baseline"), lambda x, n: autoregressive_generate(model, x, n))]
-    for label, make in made.items():
-        def run(x, n, make=make):
-            if make is None:
-                return speculative_generate(model, x, max_new_tokens=n, **config.generate_kwargs())
-            return speculative_generate(model, x, max_new_tokens=n, drafter=make(), policy=config.make_policy())
-        out.append(Decoder(Method("cascade" if make else "chain", label, weights=config.weights_label), run))
-    return out
 
 
 def level_parts(results) -> list[str]:
@@ -70,11 +52,11 @@ def main() -> None:
     size = parse_size(__doc__, quick=Size(1, 32, 2))
     model, tokenizer = shipped_model()
     config = best_config("default")
-    cheap = aggressive(config, model.config.num_hidden_layers)
+    cheap = aggressive_level(config, model.config.num_hidden_layers)
     print(f"top: {config.describe(model.config.num_hidden_layers)}\naggressive level: "
           f"{cheap.describe(model.config.num_hidden_layers)}\n{size.describe()}")
     made = cascades(config, cheap)
-    for _, ds, runs, rows in by_source(tokenizer, size, lambda: decoders(model, config, made)):
+    for _, ds, runs, rows in by_source(tokenizer, size, lambda: cascade_decoders(model, config, made)):
         print(f"{'method':32} {'ms/token':>9} {'speedup (min-max)':>20} {'tokens/step':>11}")
         for d, row in zip(ds, rows):
             print(f"{d.method.label:32} {speedup_cells(row)} {row['tokens_per_step']:11.2f}")
