@@ -14,9 +14,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-import torch
-
 from ..core.architectures import SUPPORTED_ARCHITECTURES, check_supported
+from ..core.devices import resolve_device, resolve_dtype
 from ..core.draft_head import DraftHead
 from .paths import MODELS_DIR
 
@@ -76,14 +75,19 @@ def _check_safetensors(folder: Path, shipped: bool) -> None:
                           f"{f', its header promises {8 + n + end}' if header is not None else ''}): {fix}")
 
 
-def load_model(name_or_path: str | os.PathLike = "default", *, trust_remote_code: bool = False):
-    """Load ``(model, tokenizer)``: eval mode, fp32, on CPU, safetensors weights only.
+def load_model(name_or_path: str | os.PathLike = "default", *, device=None, dtype=None,
+               trust_remote_code: bool = False):
+    """Load ``(model, tokenizer)``: eval mode, safetensors weights only, on ``device`` in ``dtype``.
 
     ``name_or_path``: ``"default"``, ``"plain"`` or ``"draft"`` (shipped in ``data/models``), a
     local Hugging Face folder, or a hub id already in the local cache (or reachable online).
+    ``device``: None or ``"cpu"`` (the default), ``"cuda"``, ``"cuda:N"``, ``"mps"`` or ``"auto"``;
+    ``dtype``: None or ``"fp32"`` (the default), ``"bf16"``, ``"fp16"`` or a ``torch.dtype``
+    (``labkit.core.devices``). Both are checked before anything is read.
     """
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
+    device, dtype = resolve_device(device), resolve_dtype(dtype)
     source, tried = _resolve(name_or_path)
     is_local = Path(source).exists()
     offline = os.environ.get("HF_HUB_OFFLINE", "0") not in ("0", "", "false", "False")
@@ -111,11 +115,11 @@ def load_model(name_or_path: str | os.PathLike = "default", *, trust_remote_code
     if is_local:
         _check_safetensors(Path(source), shipped=str(name_or_path) in SHIPPED_MODELS)
     model = AutoModelForCausalLM.from_pretrained(
-        source, dtype=torch.float32, use_safetensors=True, trust_remote_code=trust_remote_code,
+        source, dtype=dtype, use_safetensors=True, trust_remote_code=trust_remote_code,
         attn_implementation="eager" if "Gemma2ForCausalLM" in archs else "sdpa",  # Gemma2 has no sdpa path
     )
     tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=trust_remote_code)
-    model.to("cpu").eval()
+    model.to(device).eval()
     check_supported(model)
     return model, tokenizer
 

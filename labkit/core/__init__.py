@@ -1,5 +1,6 @@
 """The engine, in the paper's order (imports torch and transformers only).
 
+Where and in what precision a model runs, and a clock that waits for the device: ``devices``.
 Which models and blocks: ``architectures``, ``skip`` (SkipSet, the swap that removes blocks), ``cache``, ``forward``,
 ``state``, ``checks`` (argument checks). How q and p are drawn: ``sampling``. When drafting stops: ``policies``,
 ``gate``. Which blocks each draft skips: ``strategies`` (a package, one module per paper). The draft's weights and

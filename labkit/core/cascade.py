@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import itertools
 import math
-import time
 from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass, field
@@ -49,6 +48,7 @@ import torch
 from .architectures import check_mask_free_drafting
 from .cache import crop_to, fork_cache
 from .checks import check_choice, check_int, check_number, check_probability
+from .devices import clock, model_device
 from .draft import Draft
 from .draft_config import DraftConfig
 from .draft_head import DraftHead
@@ -58,6 +58,7 @@ from .drafters import Drafter, LookupDrafter, SelfDrafter, ngram_lookup, stop_si
 from .expectation import expected_tokens
 from .forward import forward_tokens
 from .policies import DraftPolicy
+from .sampling import point_mass
 from .skip import SkipSet, skipping
 from .state import DecodingState
 from .strategies import StaticStrategy
@@ -86,7 +87,7 @@ class LookupLevel:
         copied = ngram_lookup(state.tokens[:-1] + context, min(n, self.max_tokens))
         out = []
         for token in copied:
-            out.append((token, torch.nn.functional.one_hot(torch.tensor(token), state.vocab_size).float()))
+            out.append((token, point_mass(token, state.vocab_size, model_device(state.model))))
             if token in state.eos:
                 break
         return out
@@ -316,10 +317,10 @@ class CascadeDrafter(Drafter):
         self._bind(state.model)
 
     def draft(self, state: DecodingState, budget: int, policy: DraftPolicy) -> Draft:
-        t0 = time.perf_counter()
+        t0 = clock()
         self._bind(state.model)                        # a one-token prompt skips prepare
         plan = self._plan = self.controller.plan()
-        t1 = time.perf_counter()
+        t1 = clock()
         counts = [level_counts(level.name) for level in self.levels]
         for k in plan.route:
             counts[k]["used"] = True
@@ -335,7 +336,7 @@ class CascadeDrafter(Drafter):
         top = plan.route[-1]
         counts[top]["proposed"] = len(draft)
         draft.skip, draft.select_s, draft.levels = self.levels[top].skip, t1 - t0, counts
-        self._drafted_at = time.perf_counter()
+        self._drafted_at = clock()
         return draft
 
     def _speculate(self, state: DecodingState, plan: Plan, i: int, context: list[int], budget: int,
@@ -345,11 +346,11 @@ class CascadeDrafter(Drafter):
         Stops after an EOS, at ``budget``, or when ``stop`` (the top's policy) says so after a token."""
         k = plan.route[i]
         level, own, out = self.levels[k], counts[k], []
-        t0 = time.perf_counter()
+        t0 = clock()
         if not level.is_model:                                  # lookup: the bottom, proposes and is done
             out = level.propose(state, context, budget)
             own["forwards"] += 1
-            own["seconds"] += time.perf_counter() - t0
+            own["seconds"] += clock() - t0
             return out
         with level.active() if i == 0 else ExitStack():        # the bottom stays swapped in for all its rounds
             while len(out) < budget:
@@ -358,14 +359,14 @@ class CascadeDrafter(Drafter):
                 below = self._speculate(state, plan, i - 1, tokens, min(plan.gamma[plan.route[i - 1]], room),
                                         counts) if i > 0 and room > 0 else []
                 proposed = [t for t, _ in below]
-                t0 = time.perf_counter()
+                t0 = clock()
                 with level.active() if i > 0 else ExitStack():
                     logits = level.logits(tokens + proposed, keep=len(proposed) + 1)       # (γ + 1, V)
                 q = state.warp.probs(logits)
                 n, token = (verify_sampling(q, [d for _, d in below], proposed, state.generator)
                             if state.warp.do_sample else verify_greedy(logits, proposed))
                 own["forwards"] += 1
-                own["seconds"] += time.perf_counter() - t0
+                own["seconds"] += clock() - t0
                 if i > 0 and room > 0:
                     counts[plan.route[i - 1]]["proposed"] += len(proposed)
                     counts[plan.route[i - 1]]["accepted"] += n
@@ -381,7 +382,7 @@ class CascadeDrafter(Drafter):
     def commit(self, state: DecodingState, draft: Draft, verdict: Verdict) -> None:
         if draft.drafter is not self or draft.levels is None:
             return
-        verify_s = time.perf_counter() - self._drafted_at
+        verify_s = clock() - self._drafted_at
         draft.levels[self._plan.route[-1]]["accepted"] = verdict.n_accepted
         self.controller.observe_step(draft.levels, len(draft), verdict.n_accepted, verify_s)
 

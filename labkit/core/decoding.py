@@ -12,12 +12,12 @@ The KV cache holds every emitted token but the last, which is *pending* (see :mo
 """
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 
 import torch
 
 from .cache import new_cache
+from .devices import clock
 from .draft_head import DraftHead
 from .drafters import Draft, Drafter, make_drafter
 from .forward import check_inputs, eos_set, forward_tokens
@@ -72,7 +72,7 @@ def autoregressive_generate(model, input_ids, max_new_tokens, do_sample=False, t
     input_ids = check_inputs(model, input_ids, max_new_tokens)
     warp = Warp(do_sample, temperature, top_k, top_p)
     eos = eos_set(model, eos_token_id)
-    t0 = time.perf_counter()
+    t0 = clock()
     prompt, new = input_ids[0].tolist(), []
     if max_new_tokens > 0:
         cache = new_cache(model)
@@ -82,7 +82,8 @@ def autoregressive_generate(model, input_ids, max_new_tokens, do_sample=False, t
             if new[-1] in eos or len(new) == max_new_tokens:
                 break
             logits = decode_one_token(model, new[-1], len(prompt) + len(new) - 1, cache)
-    return GenerationResult(torch.tensor([prompt + new]), None, len(prompt), time.perf_counter() - t0)
+    return GenerationResult(torch.tensor([prompt + new], device=input_ids.device), None, len(prompt),
+                            clock() - t0)
 
 
 def _check_policy(policy) -> DraftPolicy:
@@ -102,20 +103,20 @@ def speculative_step(state: DecodingState, drafter: Drafter, policy: DraftPolicy
     forward, the verdict, accepting, the policy's update) and the drafter's own bookkeeping (choosing before the
     draft, ``commit`` after it: a skip strategy's work)."""
     threshold = policy.threshold
-    t0 = time.perf_counter()
+    t0 = clock()
     draft = drafter.draft(state, budget, policy) if budget > 0 else Draft()
-    t1 = time.perf_counter()
+    t1 = clock()
     logits, hidden_states = (draft.forward or full_forward)(state, draft)
     verdict = verify(state, logits, draft, keep_p=keep_p, hidden_states=hidden_states)
     new, kind = accept(state, draft, verdict)
-    t2 = time.perf_counter()
+    t2 = clock()
     drafter.commit(state, draft, verdict)
-    t3 = time.perf_counter()
+    t3 = clock()
     if draft.source == "model":                          # copied drafts say nothing about the model's confidence
         policy.update(draft.depth, verdict.n_accepted)       # a tree: its deepest path, what a chain would be
     policy.observe_target(verdict.target_confidence)
-    t4 = time.perf_counter()
-    rows = torch.tensor(draft.parents) + 1                   # the row of p each node's token was judged at
+    t4 = clock()
+    rows = [parent + 1 for parent in draft.parents]          # the row of p each node's token was judged at
     p_drafted = verdict.p[rows, draft.tokens].tolist() if verdict.p is not None and draft.tokens else []
     return StepRecord(
         position=verdict.start, drafted=draft.tokens, q=draft.q, confidence=draft.confidence, p=p_drafted,
@@ -162,11 +163,11 @@ def speculative_generate(model, input_ids, *, skip: SkipSet | SkipStrategy | Non
     state = DecodingState(model, new_cache(model), input_ids[0].tolist(), input_ids.shape[1],
                           Warp(do_sample, temperature, top_k, top_p), eos_set(model, eos_token_id), generator)
     trace = Trace(prompt_length=state.prompt_length, sampling=do_sample)
-    t_start = time.perf_counter()
+    t_start = clock()
     if state.prompt_length > 1 and max_new_tokens > 0:                   # everything but the pending token
         prefill(model, input_ids[:, :-1], state.cache)
         drafter.prepare(state, input_ids[:, :-1])
-    trace.prefill_s = time.perf_counter() - t_start
+    trace.prefill_s = clock() - t_start
     while state.n_emitted < max_new_tokens:
         budget = min(policy.max_draft, max_new_tokens - state.n_emitted - 1)
         step = speculative_step(state, drafter, policy, budget, keep_p=record_trace or do_sample)
@@ -174,6 +175,6 @@ def speculative_generate(model, input_ids, *, skip: SkipSet | SkipStrategy | Non
             trace.steps.append(step)
         if state.tokens[-1] in state.eos:
             break
-    trace.total_s = time.perf_counter() - t_start
-    return GenerationResult(torch.tensor([state.tokens]), trace if record_trace else None, state.prompt_length,
-                            trace.total_s)
+    trace.total_s = clock() - t_start
+    return GenerationResult(torch.tensor([state.tokens], device=input_ids.device), trace if record_trace else None,
+                            state.prompt_length, trace.total_s)

@@ -25,7 +25,6 @@ help of another one (a cascade): both only need ``draft`` and ``commit``.
 """
 from __future__ import annotations
 
-import time
 from contextlib import nullcontext
 
 import torch
@@ -33,12 +32,13 @@ import torch
 from .architectures import check_mask_free_drafting, check_supported
 from .cache import crop_to, new_cache
 from .checks import check_int
+from .devices import clock, model_device
 from .draft import Draft
 from .draft_head import DraftHead
 from .draft_weights import draft_weights as build_draft_weights
 from .forward import forward_tokens
 from .policies import DraftPolicy
-from .sampling import sample
+from .sampling import point_mass, sample
 from .skip import SkipSet, skipping
 from .state import DecodingState
 from .strategies import SkipStrategy, StaticStrategy
@@ -125,9 +125,9 @@ class SelfDrafter(Drafter):
         self.strategy.start(state)
 
     def draft(self, state: DecodingState, budget: int, policy: DraftPolicy) -> Draft:
-        t0 = time.perf_counter()
+        t0 = clock()
         skip = self.strategy.choose(state)
-        t1 = time.perf_counter()
+        t1 = clock()
         with skipping(self.model, skip), (self.weights.swapped() if self.weights else nullcontext()), \
                 (self.head.applied(self.model) if self.head is not None else nullcontext()):
             if self.tree is None:
@@ -135,7 +135,7 @@ class SelfDrafter(Drafter):
                                         budget, policy)
             else:
                 draft = self._draft_tree(state, budget, policy)
-        self.strategy.drafted(len(draft), time.perf_counter() - t1)
+        self.strategy.drafted(len(draft), clock() - t1)
         draft.skip, draft.drafter, draft.select_s = skip, self, t1 - t0
         if self.strategy.needs_hidden_states:                    # the strategy watches the verify forward
             draft.forward = self.strategy.verify_forward
@@ -217,7 +217,7 @@ class LookupDrafter(Drafter):
             return self.fallback.draft(state, budget, policy) if self.fallback is not None else Draft()
         draft = Draft(source="lookup", drafter=self)
         for token in copied:                                        # a point mass: q(d) = 1
-            q = torch.nn.functional.one_hot(torch.tensor(token), state.vocab_size).float()
+            q = point_mass(token, state.vocab_size, model_device(state.model))
             draft.add(token, q, keep_dist=state.warp.do_sample)
         return draft
 

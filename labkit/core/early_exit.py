@@ -138,8 +138,8 @@ def late_forward(model, exit_layer: int, tokens: list[int], start: int, cache, k
     """Logits (T, V) of the full model at ``tokens`` (positions start..), given layer ``exit_layer``'s input
     ``kept`` (1, T-1, H) for all but the last token: one forward in which layers 0..exit_layer-1 run on the last
     token only and layers exit_layer..L-1, the final norm and the LM head on all T."""
-    ids = torch.tensor([tokens])                                              # (1, T)
-    positions = torch.arange(start, start + len(tokens))[None]               # (1, T)
+    ids = torch.tensor([tokens], device=kept.device)                          # (1, T)
+    positions = torch.arange(start, start + len(tokens), device=kept.device)[None]   # (1, T)
     hidden = kept.new_empty((1, len(tokens), kept.shape[-1]))                 # shape/dtype only, for the masks
     masks = _late_masks(model, exit_layer, cache, hidden, positions)
     with _finishing(model, exit_layer, kept):

@@ -12,6 +12,7 @@ import torch
 
 from .architectures import check_supported
 from .checks import check_int
+from .devices import model_device
 
 __all__ = ["forward_tokens", "model_output", "cache_argument", "check_inputs", "eos_set"]
 
@@ -38,10 +39,11 @@ def model_output(model, token_ids: list[int] | torch.Tensor, start: int, cache, 
                  output_hidden_states: bool = False):
     """The model's whole output (logits (1, T', V), and every layer's hidden states when asked) for tokens fed
     at positions start.. with the cache."""
-    ids = token_ids if isinstance(token_ids, torch.Tensor) else torch.tensor([token_ids])
+    device = model_device(model)
+    ids = token_ids.to(device) if isinstance(token_ids, torch.Tensor) else torch.tensor([token_ids], device=device)
     if ids.dim() == 1:
         ids = ids[None]
-    positions = torch.arange(start, start + ids.shape[1])[None]              # (1, T)
+    positions = torch.arange(start, start + ids.shape[1], device=device)[None]              # (1, T)
     extra = {}
     layer_types = getattr(model.config, "layer_types", None)
     if ids.shape[1] == 1 and layer_types:
@@ -78,7 +80,7 @@ def check_inputs(model, input_ids, max_new_tokens) -> torch.LongTensor:
             f"prompt ({input_ids.shape[1]} tokens) + max_new_tokens ({max_new_tokens}) exceeds the model's "
             f"context of {limit} positions"
         )
-    return input_ids.long()
+    return input_ids.long().to(model_device(model))
 
 
 def eos_set(model, eos_token_id) -> frozenset[int]:

@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import time
 import weakref
 from pathlib import Path
 
@@ -47,6 +46,7 @@ from torch import nn
 
 from .cache import crop_to
 from .checks import check_int
+from .devices import clock, model_device
 from .draft import Draft
 from .draft_head import final_norm
 from .drafters import Drafter, stop_signal
@@ -172,11 +172,13 @@ def tree_verify_forward_with_hidden_states(state: DecodingState, draft: Draft) -
     crop_to(state.cache, start)
     visible = ancestry(draft.parents)
     check_tree_fits(state.model, start + visible.shape[1])
-    mask = tree_mask(visible, start, state.model.dtype)
+    device = model_device(state.model)
+    mask = tree_mask(visible, start, state.model.dtype).to(device)
     layer_types = getattr(state.model.config, "layer_types", None)
     positions = [start] + [start + d for d in depths(draft.parents)]
-    out = state.model(input_ids=torch.tensor([[state.tokens[-1]] + draft.tokens]),
-                      position_ids=torch.tensor([positions]), **cache_argument(state.model, state.cache),
+    out = state.model(input_ids=torch.tensor([[state.tokens[-1]] + draft.tokens], device=device),
+                      position_ids=torch.tensor([positions], device=device),
+                      **cache_argument(state.model, state.cache),
                       use_cache=True, output_hidden_states=True,
                       attention_mask=dict.fromkeys(set(layer_types), mask) if layer_types else mask)
     return out.logits[0], tuple(h[0] for h in out.hidden_states)
@@ -191,6 +193,7 @@ class HeadsDrafter(Drafter):
         if not isinstance(heads, MedusaHeads):
             raise TypeError(f"heads must be labkit MedusaHeads, got {type(heads).__name__}")
         heads.check(model)
+        heads.to(model_device(model))                # where the target's hidden states are (heads keep their dtype)
         if choices is not None:
             choices = tuple(tuple(check_int("a choice's rank", r, 0) for r in c) for c in choices)
             if not choices or any(not c or (len(c) > 1 and c[:-1] not in choices) for c in choices):
@@ -204,10 +207,10 @@ class HeadsDrafter(Drafter):
         self.hidden, self.owner = None, weakref.ref(state)     # the first draft recomputes h (one single-token forward)
 
     def draft(self, state: DecodingState, budget: int, policy: DraftPolicy) -> Draft:
-        t0 = time.perf_counter()
+        t0 = clock()
         if self.owner is None or self.owner() is not state or self.hidden is None:
             self.hidden, self.owner = predecessor_hidden(state), weakref.ref(state)
-        t1 = time.perf_counter()
+        t1 = clock()
         draft = Draft(drafter=self, forward=forward_with_hidden_states)
         if self.hidden is None or budget < 1:
             return draft

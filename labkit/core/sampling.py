@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import torch
 
-__all__ = ["Warp", "residual_distribution", "sample"]
+__all__ = ["Warp", "point_mass", "residual_distribution", "sample", "uniform"]
 
 
 @dataclass(frozen=True)
@@ -54,8 +54,23 @@ class Warp:
 
 
 def sample(probs: torch.Tensor, generator: torch.Generator | None) -> int:
-    """One token id drawn from a (V,) distribution."""
+    """One token id drawn from a (V,) distribution, with ``generator`` on its own device (the draw follows the
+    caller's generator wherever p lives: a CPU generator gives the same tokens on any device)."""
+    if generator is not None and probs.device != generator.device:
+        probs = probs.to(generator.device)
     return int(torch.multinomial(probs, 1, generator=generator))
+
+
+def point_mass(token: int, vocab_size: int, device) -> torch.Tensor:
+    """(V,) q of a copied token: all its mass on ``token`` (a lookup draft's q(d) = 1), on ``device``."""
+    q = torch.zeros(vocab_size, device=device)
+    q[token] = 1.0
+    return q
+
+
+def uniform(generator: torch.Generator | None) -> float:
+    """One r ~ U(0, 1) from ``generator`` (on its own device; the CPU's when None)."""
+    return float(torch.rand((), generator=generator, device=generator.device if generator is not None else "cpu"))
 
 
 def residual_distribution(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:

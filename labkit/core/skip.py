@@ -255,7 +255,8 @@ def batched_skipping(model: nn.Module, masks: torch.Tensor) -> Iterator[nn.Modul
     L = len(layers)
     if masks.dim() != 2 or masks.shape[1] != 2 * L:
         raise ValueError(f"masks must have shape (B, {2 * L}) for a model of {L} layers, got {tuple(masks.shape)}")
-    keep = (~masks.bool()).to(next(model.parameters()).dtype)                 # (B, 2L)
+    weight = next(model.parameters())
+    keep = (~masks.bool()).to(weight.device, weight.dtype)                   # (B, 2L)
     saved: list[tuple[dict, str, nn.Module]] = []
     try:
         for i, layer in enumerate(layers):

@@ -27,8 +27,9 @@ from __future__ import annotations
 import torch
 
 from .cache import crop_to
+from .devices import model_device
 from .forward import cache_argument
-from .sampling import residual_distribution, sample
+from .sampling import residual_distribution, sample, uniform
 
 __all__ = ["depths", "ancestry", "children", "tree_mask", "tree_forward", "tree_verify_forward",
            "verify_tree_greedy", "verify_tree_sampling", "keep_path", "check_tree_fits"]
@@ -90,9 +91,10 @@ def tree_forward(model, cache, tokens: list[int], positions: list[int], visible:
     then the tree columns fed earlier: row r sees the prefix and the tree columns ``visible`` (R, C) marks (C: the
     columns fed before, then these R)."""
     check_tree_fits(model, n_prefix + visible.shape[1])
-    mask = tree_mask(visible, n_prefix, model.dtype)
+    device = model_device(model)
+    mask = tree_mask(visible.cpu(), n_prefix, model.dtype).to(device)
     layer_types = getattr(model.config, "layer_types", None)
-    out = model(input_ids=torch.tensor([tokens]), position_ids=torch.tensor([positions]),
+    out = model(input_ids=torch.tensor([tokens], device=device), position_ids=torch.tensor([positions], device=device),
                 **cache_argument(model, cache), use_cache=True,
                 attention_mask=dict.fromkeys(set(layer_types), mask) if layer_types else mask)
     return out.logits[0]
@@ -130,7 +132,7 @@ def verify_tree_sampling(p: torch.Tensor, tokens: list[int], parents: list[int],
         target, accepted = p[row], None
         for child in kids[row]:
             q, x = q_dists[child], tokens[child]
-            if float(torch.rand((), generator=generator)) * float(q[x]) < float(target[x]):     # r < p/q
+            if uniform(generator) * float(q[x]) < float(target[x]):     # r < p/q
                 accepted = child
                 break
             target = residual_distribution(target, q)                # the next try meets what is left of p
@@ -147,6 +149,7 @@ def keep_path(cache, n_prefix: int, path: list[int]) -> None:
     for layer in cache.layers:
         if layer.get_seq_length() <= n_prefix:
             continue
+        keep = keep.to(layer.keys.device)
         layer.keys = torch.cat([layer.keys[..., :n_prefix, :], layer.keys.index_select(-2, keep)], dim=-2)
         layer.values = torch.cat([layer.values[..., :n_prefix, :], layer.values.index_select(-2, keep)], dim=-2)
         if hasattr(layer, "cumulative_length"):                      # a sliding-window layer counts its length

@@ -60,7 +60,9 @@ class GrowingTree:
         the r-th of max(ranks) + 1 i.i.d. draws). Returns the new nodes."""
         q, ranks = self.q[node], list(ranks)
         if self.state.warp.do_sample:
-            picks = torch.multinomial(q, max(ranks) + 1, replacement=True, generator=self.state.generator).tolist()
+            generator = self.state.generator
+            on = q if generator is None else q.to(generator.device)          # drawn on the generator's device
+            picks = torch.multinomial(on, max(ranks) + 1, replacement=True, generator=generator).tolist()
         else:
             picks = torch.topk(q, min(max(ranks) + 1, q.shape[-1])).indices.tolist()
         new = []

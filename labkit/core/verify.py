@@ -15,7 +15,7 @@ import torch
 
 from .cache import crop_to
 from .forward import model_output
-from .sampling import residual_distribution, sample
+from .sampling import residual_distribution, sample, uniform
 from .state import DecodingState
 from .tree import keep_path, verify_tree_greedy, verify_tree_sampling
 
@@ -48,7 +48,7 @@ def verify_sampling(p: torch.Tensor, q_dists: list[torch.Tensor], drafted: list[
     """Speculative sampling: accept d_i with prob min(1, p/q); else draw from normalise(max(0, p - q))."""
     for i, d in enumerate(drafted):
         p_d, q_d = float(p[i, d]), float(q_dists[i][d])
-        if float(torch.rand((), generator=generator)) * q_d < p_d:           # r < p/q, safe when q_d > 0
+        if uniform(generator) * q_d < p_d:           # r < p/q, safe when q_d > 0
             continue
         return i, sample(residual_distribution(p[i], q_dists[i]), generator)
     return len(drafted), sample(p[len(drafted)], generator)

@@ -9,12 +9,12 @@ draft. :func:`token_comparison` puts one completion of the draft beside the full
 """
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 
 import torch
 
 from ..core.decoding import autoregressive_generate
+from ..core.devices import clock
 from ..core.skip import SkipSet, skipping
 
 __all__ = ["AgreementProbe", "reference_batch", "one_pass_check", "TokenComparison", "token_comparison"]
@@ -103,9 +103,9 @@ def one_pass_check(model, sequence, prompt_length: int = 1, tokenizer=None) -> d
         raise ValueError(f"sequence must have shape (1, T) with T >= 2, got {tuple(ids.shape)}")
     if not 1 <= prompt_length < ids.shape[1]:
         raise ValueError(f"prompt_length must be in [1, {ids.shape[1] - 1}], got {prompt_length}")
-    t0 = time.perf_counter()
+    t0 = clock()
     logits = model(input_ids=ids, use_cache=False).logits[0].float()          # (T, V): one pass
-    forward_ms = 1e3 * (time.perf_counter() - t0)
+    forward_ms = 1e3 * (clock() - t0)
     probs = torch.softmax(logits, dim=-1)
     argmax = logits.argmax(dim=-1)
     seq = ids[0]

@@ -31,6 +31,7 @@ from ..artifacts.models import load_model
 from ..artifacts.paths import RESULTS_DIR
 from ..core.cache import crop_to, new_cache
 from ..core.checks import check_int
+from ..core.devices import clock
 from ..core.draft_weights import draft_weights as build_draft_weights
 from ..core.forward import forward_tokens
 from ..core.skip import SkipSet, skipping
@@ -224,17 +225,17 @@ class _Timer:
     def one_token(self, skip: SkipSet, draft: bool = True) -> float:
         swap = self.weights.swapped() if draft and self.weights is not None else nullcontext()
         with skipping(self.model, skip), swap:
-            t0 = time.perf_counter()
+            t0 = clock()
             forward_tokens(self.model, self.ids[:, self.context: self.context + 1], self.context, self.cache,
                            logits_to_keep=1)
-            elapsed = time.perf_counter() - t0
+            elapsed = clock() - t0
         crop_to(self.cache, self.context)
         return elapsed
 
     def verify(self, k: int) -> float:
-        t0 = time.perf_counter()
+        t0 = clock()
         forward_tokens(self.model, self.ids[:, self.context: self.context + k + 1], self.context, self.cache)
-        elapsed = time.perf_counter() - t0
+        elapsed = clock() - t0
         crop_to(self.cache, self.context)
         return elapsed
 
@@ -290,7 +291,7 @@ def measure_cost_model(model, *, context: int = 128, n_sets: int | None = None, 
     L = int(model.config.num_hidden_layers)
     limit = getattr(model.config, "max_position_embeddings", None)
     context = min(context, limit - max_draft - 2) if limit is not None else context
-    t_start = time.perf_counter()
+    t_start = clock()
     timer = _Timer(model, context, max_draft, seed, draft_weights)
     for _ in range(warmup):
         timer.one_token(SkipSet()), timer.one_token(SkipSet.all(L)), timer.verify(max_draft)
@@ -310,7 +311,7 @@ def measure_cost_model(model, *, context: int = 128, n_sets: int | None = None, 
         full_step_ms=full_ms, model=model_name, context=context,
         method="regression over random skip sets (NNLS, costs partially pooled across layers)",
         fit={"n_sets": len(sets), "repeats": repeats, **_fit_quality(X, y, coef), "scale": scale, **pooling_info,
-             "verify_raw_ms": raw_verify, "seconds": time.perf_counter() - t_start},
+             "verify_raw_ms": raw_verify, "seconds": clock() - t_start},
         machine=machine_info(), measured_at=time.strftime("%Y-%m-%dT%H:%M:%S"), draft_weights=draft_weights,
     )
 

@@ -18,12 +18,12 @@ loop: transformers' nested ``generate`` per drafting round, logits processors, s
 from __future__ import annotations
 
 import contextlib
-import time
 from dataclasses import dataclass, field
 
 import torch
 
 from ..core.decoding import speculative_generate
+from ..core.devices import clock
 from ..core.early_exit import EarlyExitDrafter
 from ..core.policies import DraftPolicy
 from ..core.skip import decoder_layers
@@ -76,10 +76,10 @@ def profiling_calls(model, profile: CallProfile):
 
     def before(module, args):
         read.update(first=0, last=0)
-        started.append(time.perf_counter())
+        started.append(clock())
 
     def after(module, args, output):
-        seconds = time.perf_counter() - started.pop()
+        seconds = clock() - started.pop()
         profile.calls.append((_kind(read["first"], read["last"]), read["first"], read["last"], seconds))
 
     def counter(key):
@@ -105,10 +105,10 @@ def hf_early_exit_profile(model, input_ids: torch.Tensor, exit_layer: int, max_n
     then verifies [last token, drafts] with all layers."""
     profile = CallProfile()
     with profiling_calls(model, profile):
-        t0 = time.perf_counter()
+        t0 = clock()
         out = model.generate(input_ids, max_new_tokens=max_new_tokens, do_sample=False, assistant_early_exit=exit_layer,
                              pad_token_id=model.generation_config.pad_token_id)
-        profile.total_s = time.perf_counter() - t0
+        profile.total_s = clock() - t0
     profile.new_tokens = out.shape[1] - input_ids.shape[1]
     verifies = [c for c in profile.calls if c[0] == "full"]
     profile.steps = len(verifies)
@@ -124,9 +124,9 @@ def labkit_early_exit_profile(model, input_ids: torch.Tensor, exit_layer: int, m
     profile = CallProfile()
     drafter = EarlyExitDrafter(model, exit_layer)
     with profiling_calls(model, profile):
-        t0 = time.perf_counter()
+        t0 = clock()
         out = speculative_generate(model, input_ids, drafter=drafter, policy=policy, max_new_tokens=max_new_tokens)
-        profile.total_s = time.perf_counter() - t0
+        profile.total_s = clock() - t0
     summary = out.trace.summary()
     profile.new_tokens, profile.steps = summary["emitted"], summary["steps"]
     profile.drafted, profile.accepted = summary["drafted"], summary["accepted"]

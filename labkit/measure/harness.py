@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import math
 import statistics
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields
 
@@ -44,6 +43,7 @@ import torch
 from tqdm.auto import tqdm
 
 from ..core.checks import check_int
+from ..core.devices import clock
 from ..core.expectation import speedup_limit
 from ..core.jacobi import JacobiTrace
 
@@ -139,20 +139,20 @@ def record_of(out, seconds: float, prompt_length: int) -> RunRecord:
 
 def timed(fn: Callable[[], object]) -> tuple[object, float]:
     """(fn(), its wall-clock seconds)."""
-    t0 = time.perf_counter()
+    t0 = clock()
     out = fn()
-    return out, time.perf_counter() - t0
+    return out, clock() - t0
 
 
 class Stopwatch:
     """Seconds since it was made (``seconds``): how long a whole measurement took, for its record."""
 
     def __init__(self) -> None:
-        self._t0 = time.perf_counter()
+        self._t0 = clock()
 
     @property
     def seconds(self) -> float:
-        return time.perf_counter() - self._t0
+        return clock() - self._t0
 
 
 @dataclass

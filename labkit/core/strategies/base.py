@@ -7,10 +7,10 @@ the verify forward (``needs_hidden_states`` / ``verify_forward``). :class:`Smoot
 """
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 
 from ..checks import check_int, check_probability
+from ..devices import clock
 from ..skip import SkipSet
 from ..verify import target_forward
 
@@ -67,22 +67,22 @@ class SkipStrategy:
         return self
 
     def choose(self, state) -> SkipSet:
-        t0 = time.perf_counter()
+        t0 = clock()
         self.skip = self._choose(state).validate(self.n_layers)
-        self._ready_at = time.perf_counter()
+        self._ready_at = clock()
         self.ledger.select_s += self._ready_at - t0
         return self.skip
 
     def observe(self, state, start: int, verdict, n_drafted: int) -> None:
         """After a verification: ``n_drafted`` tokens of the step were drafted with this strategy's set (0: another
         drafter, e.g. prompt lookup, drafted it)."""
-        t0 = time.perf_counter()
+        t0 = clock()
         self.last_step_s = t0 - self._ready_at if n_drafted and self._ready_at is not None else None
         if self.last_step_s is not None:
             self.ledger.decode_s += self.last_step_s                  # this step's draft + verify
         self._ready_at = None
         self._observe(state, start, verdict, n_drafted)
-        self.ledger.select_s += time.perf_counter() - t0
+        self.ledger.select_s += clock() - t0
 
     @property
     def needs_hidden_states(self) -> bool:

@@ -6,12 +6,12 @@ starts again when acceptance falls. Measured acceptance has the last word (:clas
 from __future__ import annotations
 
 import random
-import time
 from collections.abc import Mapping
 
 import torch
 
 from ..cache import fork_cache
+from ..devices import clock
 from ..forward import model_output
 from ..skip import SkipSet, batched_skipping
 from .base import Probation, SkipStrategy, SmoothedAcceptance, check_int, check_probability
@@ -30,11 +30,12 @@ def window_matchness(model, state, masks: torch.Tensor, window: int) -> torch.Te
         return torch.zeros(masks.shape[0])
     begin = T - 1 - w
     fork = fork_cache(model, state.cache, begin, masks.shape[0])
-    ids = torch.tensor([state.tokens[begin:T - 1]]).expand(masks.shape[0], -1)          # (K, w)
+    device = next(model.parameters()).device
+    ids = torch.tensor([state.tokens[begin:T - 1]], device=device).expand(masks.shape[0], -1)   # (K, w)
     with batched_skipping(model, masks):
         logits = model_output(model, ids, begin, fork).logits                           # (K, w, V)
-    targets = torch.tensor(state.tokens[begin + 1:T])                                    # (w,)
-    return (logits.argmax(dim=-1) == targets).float().mean(dim=-1)
+    targets = torch.tensor(state.tokens[begin + 1:T], device=device)                     # (w,)
+    return (logits.argmax(dim=-1) == targets).float().mean(dim=-1).cpu()
 
 
 def _random_mask(n_blocks: int, n_skipped: int, rng: random.Random) -> tuple[bool, ...]:
@@ -156,9 +157,9 @@ class OnTheFlyStrategy(SkipStrategy):
         due = (self.phase == "optimising" and self.steps_since >= self.probation.wait(self.every)
                and not self.probation.settling)
         if due and len(state.tokens) > 2 and self.ledger.affords(self.round_cost_s, self.budget):
-            t0 = time.perf_counter()
+            t0 = clock()
             self._score(state)
-            self.round_cost_s, self.steps_since = time.perf_counter() - t0, 0
+            self.round_cost_s, self.steps_since = clock() - t0, 0
         return SkipSet.from_mask(self.incumbent)
 
     def _observe(self, state, start, verdict, n_drafted) -> None:
