@@ -67,11 +67,6 @@ def save_tiny_model_folder(path, n_layers: int = 4):
 
 def random_draft_head(model, skip, *, scale: float = 0.5, seed: int = 0):
     """A labkit DraftHead for ``model`` and ``skip`` with random weights: a draft visibly unlike the plain skip."""
-    from labkit.core.draft_head import DraftHead
+    from labkit.measure.lossless import random_draft_head as make
 
-    head = DraftHead(model.config.hidden_size, skip)
-    generator = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        head.proj.weight.copy_(scale * torch.randn(head.proj.weight.shape, generator=generator))
-        head.proj.bias.copy_(scale * torch.randn(head.proj.bias.shape, generator=generator))
-    return head.eval().requires_grad_(False)
+    return make(model, skip, scale=scale, seed=seed)

@@ -14,13 +14,15 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+import torch
+
 from ..core.architectures import SUPPORTED_ARCHITECTURES, check_supported
 from ..core.devices import resolve_device, resolve_dtype
 from ..core.draft_head import DraftHead
 from .paths import MODELS_DIR
 
 __all__ = ["load_model", "SHIPPED_MODELS", "model_folder", "model_id", "model_key", "fingerprint",
-           "ModelIdentity", "identify", "load_draft_model", "load_draft_head", "draft_head_folder"]
+           "ModelIdentity", "identify", "load_draft_model", "load_draft_head", "draft_head_folder", "random_model"]
 
 #: Models trained by this lab and shipped in data/models/.
 SHIPPED_MODELS = ("default", "plain", "draft")
@@ -122,6 +124,49 @@ def load_model(name_or_path: str | os.PathLike = "default", *, device=None, dtyp
     model.to(device).eval()
     check_supported(model)
     return model, tokenizer
+
+
+def random_model(like="default", *, hidden_size: int | None = None, n_layers: int | None = None,
+                 intermediate_size: int | None = None, vocab_size: int | None = None, device=None, dtype=None,
+                 seed: int = 0):
+    """A randomly initialised causal LM with ``like``'s configuration (a model name or folder, or a transformers
+    config) and the sizes given changed; attention heads follow the hidden size at the same head dimension, the MLP
+    keeps its ratio unless ``intermediate_size`` is given. Built directly on ``device`` in ``dtype``.
+
+    For timing only: what a forward costs depends on the shapes, not on the values, so a model of a few hundred
+    million parameters (or billions on a GPU) needs no training to show where decoding spends its time. Its
+    draft-target agreement means nothing for a trained model."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    device, dtype = resolve_device(device), resolve_dtype(dtype)
+    config = like if not isinstance(like, (str, os.PathLike)) else AutoConfig.from_pretrained(_resolve(like)[0])
+    config = config.__class__.from_dict(config.to_dict())                         # a copy: ``like`` stays as it was
+    head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+    group = config.num_attention_heads // config.num_key_value_heads
+    if hidden_size is not None:
+        if isinstance(hidden_size, bool) or not isinstance(hidden_size, int) or hidden_size < 1 \
+                or hidden_size % (head_dim * group):
+            raise ValueError(f"hidden_size must be a positive multiple of {head_dim * group} (head_dim {head_dim} x "
+                             f"{group} query heads per key/value head), got {hidden_size}")
+        ratio = config.intermediate_size / config.hidden_size
+        config.num_attention_heads = hidden_size // head_dim
+        config.num_key_value_heads = config.num_attention_heads // group
+        config.head_dim, config.intermediate_size = head_dim, int(round(ratio * hidden_size / 64)) * 64
+        config.hidden_size = hidden_size
+    for name, value in (("num_hidden_layers", n_layers), ("intermediate_size", intermediate_size),
+                        ("vocab_size", vocab_size)):
+        if value is not None:
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+            setattr(config, name, value)
+    if hasattr(config, "layer_types") and config.layer_types is not None:
+        config.layer_types = [config.layer_types[i % len(config.layer_types)] for i in range(config.num_hidden_layers)]
+    with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []), torch.device(device):
+        torch.manual_seed(seed)                                     # inside the fork: the caller's RNG is untouched
+        model = AutoModelForCausalLM.from_config(config, dtype=dtype)
+    model.eval().requires_grad_(False)
+    check_supported(model)
+    return model
 
 
 def load_draft_model(name: str = "draft", *, verbose: bool = True):

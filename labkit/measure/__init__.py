@@ -4,5 +4,6 @@ buys), ``robustness``, ``speed``, ``strategies`` and ``adaptive`` (skip strategi
 the benchmark (``bench_methods`` what it runs, ``bench`` the run, ``bench_results`` its reader), the playground grid
 (``grid_cells``, ``grid`` the measurement, ``grid_results`` its reader), ``saturation`` and ``early_exit`` (exit
 signals, profiled exits), ``drafter_comparison``, ``gate``, ``speculative_sampling``, ``parallel``,
-``stop_signal``, ``tree_costs`` (c_v against tree nodes, tree shapes against the chain) and ``cascades`` (cascades
+``stop_signal``, ``lossless`` (every drafter under every policy against the plain loop, on any device and
+precision), ``tree_costs`` (c_v against tree nodes, tree shapes against the chain) and ``cascades`` (cascades
 against the chain, each level's part per step)."""

@@ -96,3 +96,32 @@ def test_truncated_shipped_weights_say_git_checkout(tmp_path, monkeypatch):
     monkeypatch.setattr(models, "MODELS_DIR", tmp_path)
     with pytest.raises(OSError, match=r"truncated or corrupt.*git checkout data/models"):
         load_model("draft")
+
+
+def test_random_model_has_the_family_and_the_sizes_asked_for():
+    from labkit.artifacts.models import random_model
+
+    before = torch.random.get_rng_state()
+    model = random_model("default", hidden_size=512, n_layers=3, dtype="bf16")
+    assert torch.equal(torch.random.get_rng_state(), before)                 # the caller's RNG is untouched
+    config = model.config
+    assert type(model).__name__ == "LlamaForCausalLM" and model.dtype is torch.bfloat16
+    assert (config.hidden_size, config.num_hidden_layers, config.num_attention_heads) == (512, 3, 8)
+    assert config.intermediate_size % 64 == 0 and 1300 < config.intermediate_size < 1460        # default's ratio
+    again = random_model("default", hidden_size=512, n_layers=3, dtype="bf16")
+    assert all(torch.equal(a, b) for a, b in zip(model.parameters(), again.parameters()))   # seeded
+    with pytest.raises(ValueError, match="hidden_size"):
+        random_model("default", hidden_size=100)
+    with pytest.raises(ValueError, match="n_layers"):
+        random_model("default", n_layers=0)
+    with pytest.raises(ValueError, match="dtype"):
+        random_model("default", dtype="int4")
+
+
+def test_load_model_takes_a_device_and_a_dtype():
+    model, _ = load_model("default", device="cpu", dtype="bf16")
+    assert model.dtype is torch.bfloat16 and model.device.type == "cpu"
+    with pytest.raises(ValueError, match="dtype"):
+        load_model("default", dtype="fp8")
+    with pytest.raises(ValueError, match="device"):
+        load_model("default", device="tpu")
