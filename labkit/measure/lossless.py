@@ -16,6 +16,7 @@ import torch
 
 from ..artifacts.models import random_model
 from ..core.cascade import cascade
+from ..core.decoding import autoregressive_generate, speculative_generate
 from ..core.draft_config import DraftConfig
 from ..core.draft_head import DraftHead
 from ..core.drafters import LookupDrafter, ModelDrafter, SelfDrafter
@@ -88,8 +89,6 @@ def check_lossless(model, prompts: Sequence[torch.Tensor], max_new_tokens: int =
                    cases: Sequence[str] | None = None) -> list[dict]:
     """One row per (drafter, policy): how many prompts gave exactly the plain loop's greedy tokens on ``model`` (its
     device and dtype), or the error a drafter raised there (e.g. no int8 kernel on that device)."""
-    from ..core.decoding import autoregressive_generate, speculative_generate
-
     plain = [autoregressive_generate(model, ids, max_new_tokens).sequences for ids in prompts]
     rows = []
     for name, kwargs in drafter_cases(model, seed):
