@@ -22,24 +22,12 @@ def tiny_model(arch: str = "llama", *, n_layers: int = 4, vocab_size: int = 97, 
                seed: int = 0, max_positions: int = 256):
     import transformers as tf
 
-    common = dict(vocab_size=vocab_size, hidden_size=hidden_size, intermediate_size=2 * hidden_size,
-                  num_hidden_layers=n_layers, num_attention_heads=4, num_key_value_heads=2,
-                  max_position_embeddings=max_positions, bos_token_id=None, eos_token_id=None, pad_token_id=None)
-    if arch == "llama":
-        config = tf.LlamaConfig(**common)
-        cls = tf.LlamaForCausalLM
-    elif arch == "mistral":
-        config = tf.MistralConfig(**common, sliding_window=None)
-        cls = tf.MistralForCausalLM
-    elif arch == "qwen2":
-        config = tf.Qwen2Config(**common, use_sliding_window=False)
-        cls = tf.Qwen2ForCausalLM
-    elif arch == "gemma2":
-        config = tf.Gemma2Config(**common, head_dim=8, sliding_window=max_positions, query_pre_attn_scalar=8)
-        cls = tf.Gemma2ForCausalLM
-    else:
-        raise ValueError(arch)
-    config._attn_implementation = "eager" if arch == "gemma2" else "sdpa"
+    from labkit.artifacts.models import family_config
+
+    config = family_config(arch, n_layers=n_layers, vocab_size=vocab_size, hidden_size=hidden_size,
+                           max_positions=max_positions)
+    cls = {"llama": tf.LlamaForCausalLM, "mistral": tf.MistralForCausalLM, "qwen2": tf.Qwen2ForCausalLM,
+           "gemma2": tf.Gemma2ForCausalLM}[arch]
     torch.manual_seed(seed)
     model = cls(config).eval()
     # Sharpen the random model a little so greedy paths are not ties and drafts are sometimes right.

@@ -22,7 +22,8 @@ from ..core.draft_head import DraftHead
 from .paths import MODELS_DIR
 
 __all__ = ["load_model", "SHIPPED_MODELS", "model_folder", "model_id", "model_key", "fingerprint",
-           "ModelIdentity", "identify", "load_draft_model", "load_draft_head", "draft_head_folder", "random_model"]
+           "ModelIdentity", "identify", "load_draft_model", "load_draft_head", "draft_head_folder", "random_model",
+           "family_config", "FAMILIES"]
 
 #: Models trained by this lab and shipped in data/models/.
 SHIPPED_MODELS = ("default", "plain", "draft")
@@ -124,6 +125,32 @@ def load_model(name_or_path: str | os.PathLike = "default", *, device=None, dtyp
     model.to(device).eval()
     check_supported(model)
     return model, tokenizer
+
+
+#: the supported families by their ``model_type`` (tiny random configurations: :func:`family_config`)
+FAMILIES = ("llama", "mistral", "qwen2", "gemma2")
+
+
+def family_config(family: str, *, n_layers: int = 4, vocab_size: int = 97, hidden_size: int = 32,
+                  max_positions: int = 256):
+    """A small transformers configuration of one supported family (what the tests and the lossless checks build
+    random models from): ``hidden_size`` / 8 per head, 4 query and 2 key/value heads, an MLP twice as wide; Gemma2
+    with eager attention (it has no sdpa path) and a window as long as the context."""
+    import transformers as tf
+
+    common = dict(vocab_size=vocab_size, hidden_size=hidden_size, intermediate_size=2 * hidden_size,
+                  num_hidden_layers=n_layers, num_attention_heads=4, num_key_value_heads=2,
+                  max_position_embeddings=max_positions, bos_token_id=None, eos_token_id=None, pad_token_id=None)
+    makers = {"llama": lambda: tf.LlamaConfig(**common),
+              "mistral": lambda: tf.MistralConfig(**common, sliding_window=None),
+              "qwen2": lambda: tf.Qwen2Config(**common, use_sliding_window=False),
+              "gemma2": lambda: tf.Gemma2Config(**common, head_dim=hidden_size // 4, sliding_window=max_positions,
+                                                query_pre_attn_scalar=hidden_size // 4)}
+    if family not in makers:
+        raise ValueError(f"family must be one of {', '.join(FAMILIES)}, got {family!r}")
+    config = makers[family]()
+    config._attn_implementation = "eager" if family == "gemma2" else "sdpa"
+    return config
 
 
 def random_model(like="default", *, hidden_size: int | None = None, n_layers: int | None = None,

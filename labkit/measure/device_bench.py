@@ -1,0 +1,241 @@
+"""The lab on another device: the lossless checks, a benchmark and the calibration in one run, written to
+``data/bench/device/<device>.json`` and a Markdown table beside it (the README quotes the GPU's).
+
+``python -m labkit device-bench --device auto`` runs it on whatever accelerator this machine has (a CUDA GPU, Apple's
+MPS), or on the CPU. Nothing in the tests needs an accelerator: they run the same code on the CPU at tiny sizes.
+
+Sections (each row names its device and dtype):
+
+- **lossless**: tiny random models of the four supported families in each reduced precision, every drafter under
+  every draft policy (:func:`labkit.measure.lossless.check_lossless`) against the plain loop in that precision.
+- **bench**: the shipped model in each precision on held-out stdlib prompts and on prompts from the installed
+  packages' source (outside the project): the plain loop, transformers' ``generate``, the shipped draft (its own
+  weights where the shipped int8 draft weights have no kernel on the device), the draft head, a confidence tree;
+  interleaved through :mod:`labkit.measure.harness`.
+- **calibration**: c against the fraction of blocks kept, c_v against tokens verified, α and the predicted speedup
+  beside the measured one (:func:`labkit.measure.calibration.calibrate`), for the shipped model and for a random
+  model of its family at a size where the device's memory traffic, not its launch overhead, may dominate.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import torch
+import transformers
+from tqdm.auto import tqdm
+
+from ..artifacts.models import FAMILIES, family_config, load_draft_head, load_model, model_folder, random_model
+from ..artifacts.paths import BENCH_DIR
+from ..artifacts.prompts import benchmark_prompts, source_label
+from ..artifacts.results import best_config
+from ..core.decoding import autoregressive_generate, speculative_generate
+from ..core.devices import device_name, resolve_device, resolve_dtype
+from ..core.draft_weights import draft_weights as build_draft_weights
+from ..core.policies import StaticThreshold
+from ..core.tree_shapes import draft_tree
+from .harness import Decoder, Method, run_interleaved, summarise
+from .lossless import check_lossless
+from .machine import cpu_model, machine_info
+
+__all__ = ["DeviceBenchConfig", "family_model", "lossless_section", "bench_section", "device_bench",
+           "markdown_table", "main"]
+
+@dataclass
+class DeviceBenchConfig:
+    """What one device run measures (defaults: the full run; :meth:`quick`: a check that the code runs)."""
+
+    device: str = "auto"
+    dtypes: tuple = ("fp32", "bf16")              # the benchmark's and the calibration's precisions
+    lossless_dtypes: tuple = ("bf16", "fp16")
+    lossless_tokens: int = 24
+    sources: tuple = ("stdlib", "packages")
+    n_prompts: int = 4
+    max_new_tokens: int = 96
+    repeats: int = 3
+    wide: dict = field(default_factory=lambda: {"hidden_size": 5120, "n_layers": 40})   # a 13B-shaped model
+    calibration: bool = True
+    seed: int = 0
+    out_dir: str = str(BENCH_DIR / "device")
+
+    @classmethod
+    def quick(cls, **overrides) -> DeviceBenchConfig:
+        base = dict(dtypes=("fp32",), lossless_dtypes=("bf16",), lossless_tokens=8, sources=("stdlib",), n_prompts=1,
+                    max_new_tokens=12, repeats=1, wide={"hidden_size": 512, "n_layers": 4})
+        base.update(overrides)
+        return cls(**base)
+
+
+def family_model(family: str, *, device, dtype, seed: int = 0):
+    """A tiny random model of one supported family (4 layers, hidden 32, 97 tokens), its LM head sharpened so that
+    greedy paths are rarely near-ties and drafts are sometimes right."""
+    model = random_model(family_config(family), device=device, dtype=dtype, seed=seed)
+    with torch.no_grad():
+        model.get_output_embeddings().weight.mul_(4.0)
+    model.generation_config.eos_token_id, model.generation_config.pad_token_id = None, 0
+    return model
+
+
+def lossless_section(cfg: DeviceBenchConfig, device) -> list[dict]:
+    """One row per (family, dtype): drafter × policy runs identical to the plain loop, out of how many, and the
+    drafters that could not run on the device (with their error)."""
+    rows = []
+    for family in tqdm(FAMILIES, desc="lossless"):
+        for dtype in cfg.lossless_dtypes:
+            model = family_model(family, device=device, dtype=resolve_dtype(dtype), seed=cfg.seed)
+            generator = torch.Generator().manual_seed(cfg.seed)
+            prompts = [torch.randint(0, 97, (1, n), generator=generator) for n in (5, 17)]
+            prompts.append(torch.cat([prompts[0]] * 3, dim=1))                 # repeats: lookup drafts fire
+            checked = check_lossless(model, prompts, cfg.lossless_tokens, seed=cfg.seed)
+            ran = [r for r in checked if not r["error"]]
+            rows.append({"family": family, "dtype": dtype, "drafters": len({r["drafter"] for r in ran}),
+                         "runs": sum(r["prompts"] for r in ran), "identical": sum(r["identical"] for r in ran),
+                         "mismatched": sorted({r["drafter"] for r in ran if r["identical"] != r["prompts"]}),
+                         "not_run": sorted({f"{r['drafter']} ({r['error']})" for r in checked if r["error"]})})
+    return rows
+
+
+def _runnable_weights(model, weights):
+    """The shipped draft weights if they run on the model's device, else None (the model's own) and why not."""
+    if weights is None:
+        return None, ""
+    try:
+        build_draft_weights(model, weights)
+    except RuntimeError as error:
+        return None, f"{weights} draft weights have no kernel here ({str(error).splitlines()[0][:120]})"
+    return weights, ""
+
+
+def _decoders(model, note: list) -> list[Decoder]:
+    config = best_config("default")
+    weights, why = _runnable_weights(model, config.draft_weights)
+    if why:
+        note.append(why)
+    pad = model.generation_config.pad_token_id
+    rows = [Decoder(Method("plain", "labkit plain loop", "default", "baseline"),
+                    lambda ids, n: autoregressive_generate(model, ids, n)),
+            Decoder(Method("generate", "transformers generate", "default", "baseline"),
+                    lambda ids, n: model.generate(ids.to(model.device), max_new_tokens=n, do_sample=False,
+                                                  pad_token_id=pad))]
+    policy = config.make_policy()
+    rows.append(Decoder(Method("self-spec", "shipped draft, chain", "default", weights=weights or ""),
+                        lambda ids, n: speculative_generate(model, ids, skip=config.skip, draft_weights=weights,
+                                                            policy=policy, max_new_tokens=n)))
+    tree_policy = config.make_policy()
+    rows.append(Decoder(Method("tree", "shipped draft, confidence tree", "default", weights=weights or ""),
+                        lambda ids, n: speculative_generate(model, ids, skip=config.skip, draft_weights=weights,
+                                                            policy=tree_policy, max_new_tokens=n,
+                                                            tree=draft_tree("confidence"))))
+    try:
+        head = load_draft_head(model_folder("default"))
+    except FileNotFoundError:
+        head = None
+    if head is not None:
+        head_policy = StaticThreshold(head.threshold, 12)
+        rows.append(Decoder(Method("self-spec", "draft head on its set", "default", weights=weights or ""),
+                            lambda ids, n: speculative_generate(model, ids, skip=head.skip, draft_head=head,
+                                                                draft_weights=weights, policy=head_policy,
+                                                                max_new_tokens=n)))
+    return rows
+
+
+def bench_section(cfg: DeviceBenchConfig, device) -> tuple[list[dict], list[str]]:
+    """The shipped model's rows per (dtype, prompt source), and notes (what could not run as shipped)."""
+    rows, notes = [], []
+    for dtype in cfg.dtypes:
+        model, tokenizer = load_model("default", device=device, dtype=dtype)
+        note: list[str] = []
+        decoders = _decoders(model, note)
+        notes += [f"{dtype}: {n}" for n in note]
+        for source in cfg.sources:
+            prompts = benchmark_prompts(cfg.n_prompts, seed=cfg.seed, source=source)
+            ids = [tokenizer(p.text, return_tensors="pt", add_special_tokens=False)["input_ids"] for p in prompts]
+            runs = run_interleaved(decoders, ids, max_new_tokens=cfg.max_new_tokens, repeats=cfg.repeats,
+                                   desc=f"bench {dtype} {source_label(source)}")
+            for row in summarise(runs):
+                rows.append({"dtype": dtype, "source": source_label(source),
+                             "prompt_tokens": sum(i.shape[1] for i in ids) / len(ids), **row})
+    return rows, notes
+
+
+def _calibration_section(cfg: DeviceBenchConfig, device) -> list[dict]:
+    from .calibration import calibrate  # the calibration module (issue 30's regime lesson)
+
+    rows = []
+    for dtype in cfg.dtypes:
+        model, tokenizer = load_model("default", device=device, dtype=dtype)
+        rows.append({"model": "default (7 M, trained)", "dtype": dtype, **calibrate(model, tokenizer).to_dict()})
+        wide = random_model("default", device=device, dtype=dtype, seed=cfg.seed, **cfg.wide)
+        size = sum(p.numel() for p in wide.parameters()) / 1e9
+        rows.append({"model": f"random, {size:.1f} B", "dtype": dtype, **calibrate(wide, tokenizer).to_dict()})
+        del wide
+    return rows
+
+
+def device_bench(cfg: DeviceBenchConfig) -> Path:
+    """Run every section on ``cfg.device`` and write ``<out_dir>/<device slug>.json`` and ``.md``; returns the json."""
+    device = resolve_device(cfg.device)
+    name = cpu_model().get("cpu_model") or "cpu" if device.type == "cpu" else device_name(device)
+    result = {"config": asdict(cfg), "device": str(device), "device_name": name,
+              "machine": {**machine_info(), "transformers": transformers.__version__,
+                          "cuda": torch.version.cuda if device.type == "cuda" else None}}
+    result["lossless"] = lossless_section(cfg, device)
+    result["bench"], result["notes"] = bench_section(cfg, device)
+    result["calibration"] = _calibration_section(cfg, device) if cfg.calibration else []
+    out = Path(cfg.out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    slug = "".join(ch if ch.isalnum() else "-" for ch in result["device_name"].lower()).strip("-")
+    path = out / f"{slug}.json"
+    path.write_text(json.dumps(result, indent=1, default=_plain) + "\n")
+    path.with_suffix(".md").write_text(markdown_table(result))
+    return path
+
+
+def _plain(value):
+    return None if isinstance(value, float) and math.isnan(value) else str(value)
+
+
+def _fmt(value, spec: str = ".2f") -> str:
+    return "–" if value is None or (isinstance(value, float) and math.isnan(value)) else format(value, spec)
+
+
+def markdown_table(result: dict) -> str:
+    """The run as Markdown: the lossless rows, then the benchmark (speedup with its min–max over repetitions)."""
+    lines = [f"### {result['device_name']} ({result['device']}), torch {result['machine']['torch']}, "
+             f"transformers {result['machine']['transformers']}", "",
+             "| family | dtype | drafters | runs identical to the plain loop | not run on this device |",
+             "|---|---|---|---|---|"]
+    for r in result["lossless"]:
+        lines.append(f"| {r['family']} | {r['dtype']} | {r['drafters']} | {r['identical']} / {r['runs']} | "
+                     f"{'; '.join(r['not_run']) or '–'} |")
+    lines += ["", "| dtype | prompts | method | ms/token | speedup (min–max) | acceptance | tokens/step | "
+              "identical |", "|---|---|---|---|---|---|---|---|"]
+    for r in result["bench"]:
+        spread = f"{_fmt(r['speedup'])}× ({_fmt(r['speedup_min'])}–{_fmt(r['speedup_max'])})"
+        lines.append(f"| {r['dtype']} | {r['source']} | {r['method']} | {_fmt(r['ms_per_token'])} | {spread} | "
+                     f"{_fmt(r['acceptance'])} | {_fmt(r['tokens_per_step'])} | {r['identical']} |")
+    lines += [f"\n{n}" for n in result["notes"]]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: Sequence[str] | None = None) -> Path:
+    parser = argparse.ArgumentParser(prog="python -m labkit device-bench", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--device", default="auto", help="cpu, cuda, cuda:N, mps or auto (default)")
+    parser.add_argument("--quick", action="store_true", help="tiny sizes: check that everything runs")
+    parser.add_argument("--no-calibration", action="store_true", help="skip the calibration section")
+    parser.add_argument("--out-dir", default=None, help="where to write (default data/bench/device)")
+    args = parser.parse_args(argv)
+    cfg = (DeviceBenchConfig.quick if args.quick else DeviceBenchConfig)(device=args.device,
+                                                                         calibration=not args.no_calibration)
+    if args.out_dir:
+        cfg.out_dir = args.out_dir
+    if resolve_device(args.device).type == "cpu":
+        torch.set_num_threads(1)                            # the lab's CPU timings: one thread
+    path = device_bench(cfg)
+    print(path.with_suffix(".md").read_text())
+    print(f"wrote {path}")
+    return path
