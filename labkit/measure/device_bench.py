@@ -43,7 +43,7 @@ from .lossless import check_lossless
 from .machine import cpu_model, machine_info
 
 __all__ = ["DeviceBenchConfig", "family_model", "lossless_section", "bench_section", "device_bench",
-           "markdown_table", "main"]
+           "markdown_table", "export_prompts", "main"]
 
 @dataclass
 class DeviceBenchConfig:
@@ -222,17 +222,42 @@ def markdown_table(result: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def export_prompts(folder: str | Path, sources: Sequence[str], n: int, seed: int = 0) -> list[Path]:
+    """The benchmark's held-out prompts of each source as ``<folder>/<source>.jsonl``: a machine without this one's
+    interpreter and packages (a GPU box) then times the very same prompts (``--sources <folder>/stdlib.jsonl ...``)."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for source in sources:
+        path = folder / f"{source_label(source)}.jsonl"
+        chosen = benchmark_prompts(n, seed=seed, source=source)
+        lines = [json.dumps({"text": p.text, "source": p.source}) for p in chosen]
+        path.write_text("\n".join(lines) + "\n")
+        paths.append(path)
+    return paths
+
+
 def main(argv: Sequence[str] | None = None) -> Path:
     parser = argparse.ArgumentParser(prog="python -m labkit device-bench", description=__doc__.split("\n\n")[0])
     parser.add_argument("--device", default="auto", help="cpu, cuda, cuda:N, mps or auto (default)")
     parser.add_argument("--quick", action="store_true", help="tiny sizes: check that everything runs")
     parser.add_argument("--no-calibration", action="store_true", help="skip the calibration section")
     parser.add_argument("--out-dir", default=None, help="where to write (default data/bench/device)")
+    parser.add_argument("--sources", nargs="+", default=None,
+                        help="prompt sources: stdlib, packages, stdlib-long, packages-long or .jsonl/.txt files")
+    parser.add_argument("--export-prompts", metavar="FOLDER", default=None,
+                        help="only write the benchmark's prompts of --sources to FOLDER/<source>.jsonl, then stop")
     args = parser.parse_args(argv)
     cfg = (DeviceBenchConfig.quick if args.quick else DeviceBenchConfig)(device=args.device,
                                                                          calibration=not args.no_calibration)
+    if args.sources:
+        cfg.sources = tuple(args.sources)
     if args.out_dir:
         cfg.out_dir = args.out_dir
+    if args.export_prompts:
+        for path in export_prompts(args.export_prompts, cfg.sources, cfg.n_prompts, cfg.seed):
+            print(f"wrote {path}")
+        return Path(args.export_prompts)
     if resolve_device(args.device).type == "cpu":
         torch.set_num_threads(1)                            # the lab's CPU timings: one thread
     path = device_bench(cfg)
