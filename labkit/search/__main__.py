@@ -5,6 +5,7 @@
     python -m labkit.search --model default --objective priced --trials 100  # the whole draft configuration
     python -m labkit.search final --model default --objective priced         # its top 5, timed; ships the fastest
     python -m labkit.search export --model default
+    python -m labkit.search --storage postgresql+psycopg://user@host/db --study-name s   # on each worker machine
     python -m labkit.search compare --model default --trials 100 --seeds 0 1 2
     python -m labkit.search rank --model default --n-sets 16
     python -m labkit.search check --model default
@@ -33,7 +34,7 @@ from .inputs import SearchConfig, SearchModel
 from .objectives import OBJECTIVES
 from .run import run_search
 from .samplers import SAMPLERS
-from .storage import DEFAULT_STORAGE, default_study_name
+from .storage import DEFAULT_STORAGE, GRACE_PERIOD_S, HEARTBEAT_INTERVAL_S, default_study_name, open_storage
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -49,6 +50,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--sampler", default="gp", choices=SAMPLERS)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--storage", default=None, help=f"Optuna storage URL or path (default {DEFAULT_STORAGE})")
+    p.add_argument("--heartbeat-interval", type=int, default=HEARTBEAT_INTERVAL_S, metavar="S",
+                   help=f"run: seconds between a running trial's heartbeats (default {HEARTBEAT_INTERVAL_S})")
+    p.add_argument("--grace-period", type=int, default=GRACE_PERIOD_S, metavar="S",
+                   help="run: a RUNNING trial whose heartbeat is older than this (a killed worker's) is marked FAIL "
+                        f"when a worker starts a trial (default {GRACE_PERIOD_S})")
     p.add_argument("--study-name", default=None, help="default: <model>-<objective>[-ratio<lo>-<hi>]")
     p.add_argument("--ratio-bucket", type=float, nargs=2, metavar=("LO", "HI"), default=None)
     p.add_argument("--per-bucket", action="store_true", help=f"one study per {BUCKET_WIDTH}-wide skip-ratio bucket")
@@ -141,9 +147,10 @@ def _run(args) -> int:
     buckets = ratio_buckets() if args.per_bucket else [tuple(args.ratio_bucket) if args.ratio_bucket else None]
     configs = [_config(args, args.objective or "modelled", bucket, None if args.per_bucket else args.study_name)
                for bucket in buckets]                                   # every config checked before any work
+    store = open_storage(args.storage, heartbeat_interval=args.heartbeat_interval, grace_period=args.grace_period)
     subject = SearchModel.resolve(args.model, cost_model=_cost_model(args))
     for config in configs:
-        res = run_search(subject, config, trials=args.trials, storage=args.storage, progress=not args.no_progress,
+        res = run_search(subject, config, trials=args.trials, storage=store, progress=not args.no_progress,
                          timeout=args.timeout)
         print(f"study {res.extra['study_name']}: {res.n_new} new trials, {res.n_complete} complete, "
               f"{res.seconds:.1f} s; best {res.best_value:.3f} ms/token ({res.best_speedup:.2f}x vs "

@@ -53,6 +53,7 @@ def _objective_fn(evaluator, n_layers: int, bucket, baseline: float):
     whole = getattr(evaluator, "space", "mask") == "config"
 
     def objective_fn(trial) -> float:
+        trial.set_user_attr("worker", worker)          # a RUNNING trial names who runs it (a dead worker's: FAIL)
         if whole:
             draft = suggest_config(trial, n_layers)
             skip = draft.skip
@@ -128,7 +129,9 @@ def run_search(model="default", config: SearchConfig | None = None, *, trials: i
     ``modelled`` GP search) of ``model``: a shipped name, a folder, or a :class:`~labkit.search.inputs.SearchModel`
     (loaded and identified once, e.g. for several studies).
 
-    ``storage``: Optuna URL/path (default ``sqlite:///results/search.db``). ``cost_model``: for a new ``modelled``
+    ``storage``: Optuna URL/path (default ``sqlite:///results/search.db``; ``postgresql+psycopg://user@host/db``
+    for workers on several machines) or a storage :func:`~labkit.search.storage.open_storage` opened (e.g. with
+    another heartbeat interval and grace period). ``cost_model``: for a new ``modelled``
     study a CostModel, for a ``priced`` one {draft weights: CostModel} (default: the newest the storage holds for
     this model, else measured now); a resumed study reuses its own. ``timeout``: seconds after which no trial
     starts. A resumed study's sampler is reseeded with ``seed + trials already run``, so it does not replay its start.

@@ -1,15 +1,28 @@
 """Where studies live, so that nothing is lost: an Optuna storage that survives ``kill -9`` and can be
-shared by several worker processes, and the attributes that tie a study to one model, objective and space.
+shared by several worker processes, on one machine or many, and the attributes that tie a study to one model,
+objective and space.
 
-Accepted: an RDB URL (default ``sqlite:///results/search.db``; SQLite in WAL mode, every transaction taking
-the write lock when it begins, a 60 s busy timeout and a heartbeat that marks a killed worker's trial FAIL),
-``journal:<path>`` or a ``.log`` path (Optuna's JournalStorage), a bare ``.db``/``.sqlite`` path, and
-``":memory:"``. Each study records the model (name or path, and a fingerprint of its weights), the objective,
-its settings, the search space and the ratio bucket; reopening it with different ones raises ValueError
-without touching it. Why these SQLite settings: ``docs/decisions.md`` (search storage).
+Accepted: an RDB URL (default ``sqlite:///results/search.db``), ``journal:<path>`` or a ``.log`` path (Optuna's
+JournalStorage), a bare ``.db``/``.sqlite`` path, and ``":memory:"``.
+
+- SQLite (one machine): WAL mode, every transaction taking the write lock when it begins, a 60 s busy timeout.
+- A database server (many machines): ``postgresql+psycopg://user[:password]@host[:port]/db`` (``postgresql://`` and
+  ``postgres://`` get the psycopg driver, installed with labkit; Optuna takes ``mysql+pymysql://...`` the same way,
+  untested here, with its driver installed). The database must exist; Optuna creates its tables. Connections
+  time out after ``CONNECT_TIMEOUT_S`` (5 s) and are checked before use: a bad or unreachable URL is a fast
+  ValueError.
+- Every RDB storage runs Optuna's heartbeat: a worker records one every ``heartbeat_interval`` seconds (default
+  10) for its running trial, and a worker starting a trial marks FAIL any RUNNING trial whose heartbeat is older
+  than ``grace_period`` seconds (default 30): a killed worker's trial, not a slow one. The database's clock decides,
+  so machines' clocks need not agree.
+
+Each study records the model (name or path, and a fingerprint of its weights), the objective, its settings, the
+search space and the ratio bucket; reopening it with different ones raises ValueError without touching it. Why
+these settings: ``docs/decisions.md`` (search storage; a search many workers share).
 """
 from __future__ import annotations
 
+import re
 import time
 import warnings
 from pathlib import Path
@@ -19,16 +32,24 @@ import optuna
 from ..artifacts.models import ModelIdentity
 from ..artifacts.paths import RESULTS_DIR
 from ..artifacts.results import in_bucket
+from ..core.checks import check_int
 from ..measure.costmodel import CostModel
 from .space import skip_from_params, space_param_names
 
-__all__ = ["DEFAULT_STORAGE", "STUDY_MARKER", "CALIBRATION_ATTR", "open_storage", "feasible_trials",
+__all__ = ["DEFAULT_STORAGE", "STUDY_MARKER", "CALIBRATION_ATTR", "HEARTBEAT_INTERVAL_S", "GRACE_PERIOD_S",
+           "CONNECT_TIMEOUT_S", "open_storage", "feasible_trials",
            "default_study_name", "expected_attrs", "check_attrs", "open_study", "stored_cost_model",
            "stored_cost_models", "stored_calibration", "known_good_sets"]
 
 DEFAULT_STORAGE = f"sqlite:///{RESULTS_DIR / 'search.db'}"
 STUDY_MARKER = "labkit_search"
 CALIBRATION_ATTR = "priced_calibration"
+HEARTBEAT_INTERVAL_S = 10      # seconds between a running trial's heartbeats
+GRACE_PERIOD_S = 30            # a RUNNING trial whose last heartbeat is older than this is a dead worker's: FAIL
+CONNECT_TIMEOUT_S = 5          # a database server that does not answer: ValueError after this many seconds
+_DRIVERS = {"postgresql": "postgresql+psycopg", "postgres": "postgresql+psycopg"}
+# two workers creating the tables of a new database at once: the loser retries
+_TRANSIENT = ("already exists", "database is locked", "UNIQUE constraint", "duplicate key value")
 
 
 def _sqlite_tuning(storage) -> None:
@@ -54,10 +75,77 @@ def _sqlite_tuning(storage) -> None:
     engine.dispose()                                               # later connections get the pragmas
 
 
-def open_storage(storage=None):
-    """An Optuna storage from a URL or path (see module docstring); ValueError if it cannot be opened."""
+def _rdb_url(text: str) -> str:
+    """``text`` as an RDB URL: a bare SQLite file path made one, ``postgresql://`` given the psycopg driver."""
+    if "://" not in text:
+        if not text.endswith((".db", ".sqlite", ".sqlite3")):
+            raise ValueError("not a URL (dialect://...), a journal:<path>, a .log, or a .db/.sqlite file path")
+        return f"sqlite:///{Path(text).expanduser().resolve()}"
+    scheme, rest = text.split("://", 1)
+    return f"{_DRIVERS.get(scheme, scheme)}://{rest}"
+
+
+def _engine_kwargs(url: str) -> dict:
+    """SQLite: its folder must exist, a 60 s busy timeout. A server: a connect timeout, connections checked."""
+    if url.startswith("sqlite:"):
+        db = url.split(":///", 1)[1] if ":///" in url else ""
+        if db and db != ":memory:" and not Path(db).expanduser().parent.is_dir():
+            raise FileNotFoundError(f"folder {Path(db).parent} does not exist")
+        return {"connect_args": {"timeout": 60}}
+    if url.startswith(("postgresql", "mysql")):
+        return {"connect_args": {"connect_timeout": CONNECT_TIMEOUT_S}, "pool_pre_ping": True}
+    return {}
+
+
+def _journal(text: str):
+    path = Path(text[len("journal:"):] if text.startswith("journal:") else text).expanduser()
+    if not path.parent.is_dir():
+        raise FileNotFoundError(f"folder {path.parent} does not exist")
+    from optuna.storages.journal import JournalFileBackend
+
+    return optuna.storages.JournalStorage(JournalFileBackend(str(path)))
+
+
+def _rdb(url: str, heartbeat_interval: int, grace_period: int):
+    for attempt in range(5):
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")                    # heartbeat_interval is 'experimental'
+                rdb = optuna.storages.RDBStorage(url, engine_kwargs=_engine_kwargs(url), grace_period=grace_period,
+                                                 heartbeat_interval=heartbeat_interval)
+            break
+        except Exception as err:  # noqa: BLE001
+            if attempt == 4 or not any(m in str(err) for m in _TRANSIENT):
+                raise
+            time.sleep(0.2 * (attempt + 1))
+    if url.startswith("sqlite:"):
+        _sqlite_tuning(rdb)
+    return rdb
+
+
+def _check_heartbeat(heartbeat_interval, grace_period) -> None:
+    check_int("heartbeat_interval", heartbeat_interval, 1)
+    check_int("grace_period", grace_period, 1)
+    if grace_period <= heartbeat_interval:
+        raise ValueError(f"grace_period ({grace_period} s) must be longer than heartbeat_interval "
+                         f"({heartbeat_interval} s), or a live worker's trial is failed between two heartbeats")
+
+
+def _shown(text: str) -> str:
+    """``text`` with a URL's password hidden: errors must not print it."""
+    return re.sub(r"(://[^:/@]*:)[^@/]*@", r"\1***@", text)
+
+
+def open_storage(storage=None, *, heartbeat_interval: int = HEARTBEAT_INTERVAL_S,
+                 grace_period: int = GRACE_PERIOD_S):
+    """An Optuna storage from a URL or path (see module docstring); ValueError if it cannot be opened.
+
+    ``heartbeat_interval`` and ``grace_period`` (whole seconds) apply to an RDB storage; a storage object is
+    returned as it is.
+    """
     if isinstance(storage, optuna.storages.BaseStorage):
         return storage
+    _check_heartbeat(heartbeat_interval, grace_period)
     if storage is None:
         RESULTS_DIR.mkdir(exist_ok=True)
         storage = DEFAULT_STORAGE
@@ -66,40 +154,11 @@ def open_storage(storage=None):
         if text in (":memory:", "memory"):
             return optuna.storages.InMemoryStorage()
         if text.startswith("journal:") or ("://" not in text and text.endswith(".log")):
-            path = Path(text[len("journal:"):] if text.startswith("journal:") else text).expanduser()
-            if not path.parent.is_dir():
-                raise FileNotFoundError(f"folder {path.parent} does not exist")
-            from optuna.storages.journal import JournalFileBackend
-
-            return optuna.storages.JournalStorage(JournalFileBackend(str(path)))
-        if "://" not in text:
-            if not text.endswith((".db", ".sqlite", ".sqlite3")):
-                raise ValueError("not a URL (dialect://...), a journal:<path>, a .log, or a .db/.sqlite file path")
-            text = f"sqlite:///{Path(text).expanduser().resolve()}"
-        kwargs = {}
-        if text.startswith("sqlite:"):
-            db = text.split(":///", 1)[1] if ":///" in text else ""
-            if db and db != ":memory:" and not Path(db).expanduser().parent.is_dir():
-                raise FileNotFoundError(f"folder {Path(db).parent} does not exist")
-            kwargs["engine_kwargs"] = {"connect_args": {"timeout": 60}}
-        for attempt in range(5):
-            try:
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore")                # heartbeat_interval is 'experimental'
-                    rdb = optuna.storages.RDBStorage(text, heartbeat_interval=10, grace_period=30, **kwargs)
-                break
-            except Exception as err:  # noqa: BLE001
-                # two workers creating the tables of a new database at once: the loser retries
-                transient = ("already exists", "database is locked", "UNIQUE constraint")
-                if attempt == 4 or not any(m in str(err) for m in transient):
-                    raise
-                time.sleep(0.2 * (attempt + 1))
-        if text.startswith("sqlite:"):
-            _sqlite_tuning(rdb)
-        return rdb
+            return _journal(text)
+        return _rdb(_rdb_url(text), heartbeat_interval, grace_period)
     except Exception as err:  # noqa: BLE001 - any failure to open is the caller's bad URL
-        raise ValueError(f"cannot open Optuna storage {str(storage)!r}: {type(err).__name__}: "
-                         f"{str(err).splitlines()[0] if str(err) else ''}") from err
+        first = str(err).splitlines()[0] if str(err) else ""
+        raise ValueError(f"cannot open Optuna storage {_shown(text)!r}: {type(err).__name__}: {_shown(first)}") from err
 
 
 def feasible_trials(study) -> list:
