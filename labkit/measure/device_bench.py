@@ -39,7 +39,7 @@ from ..core.draft_weights import draft_weights as build_draft_weights
 from ..core.policies import StaticThreshold
 from ..core.tree_shapes import draft_tree
 from .harness import Decoder, Method, run_interleaved, summarise
-from .lossless import check_lossless
+from .lossless import check_lossless, first_divergence
 from .machine import cpu_model, machine_info
 
 __all__ = ["DeviceBenchConfig", "family_model", "lossless_section", "bench_section", "device_bench",
@@ -64,7 +64,7 @@ class DeviceBenchConfig:
 
     @classmethod
     def quick(cls, **overrides) -> DeviceBenchConfig:
-        base = dict(dtypes=("fp32",), lossless_dtypes=("bf16",), lossless_tokens=8, sources=("stdlib",), n_prompts=1,
+        base = dict(dtypes=("fp32", "bf16"), lossless_dtypes=("bf16",), lossless_tokens=8, sources=("stdlib",), n_prompts=1,
                     max_new_tokens=12, repeats=1, wide={"hidden_size": 512, "n_layers": 4})
         base.update(overrides)
         return cls(**base)
@@ -162,6 +162,22 @@ def bench_section(cfg: DeviceBenchConfig, device) -> tuple[list[dict], list[str]
     return rows, notes
 
 
+def divergence_section(cfg: DeviceBenchConfig, device) -> list[dict]:
+    """For each reduced precision: where the shipped draft's greedy output first leaves the plain loop's on each
+    benchmark prompt, with the target's top-two logit gap there (:func:`labkit.measure.lossless.first_divergence`)."""
+    rows, config = [], best_config("default")
+    for dtype in [d for d in cfg.dtypes if resolve_dtype(d) != torch.float32]:
+        model, tokenizer = load_model("default", device=device, dtype=dtype)
+        weights, _ = _runnable_weights(model, config.draft_weights)
+        for source in cfg.sources:
+            for prompt in benchmark_prompts(cfg.n_prompts, seed=cfg.seed, source=source):
+                ids = tokenizer(prompt.text, return_tensors="pt", add_special_tokens=False)["input_ids"]
+                rows.append({"dtype": dtype, "source": source_label(source), **first_divergence(
+                    model, ids, cfg.max_new_tokens, skip=config.skip, draft_weights=weights,
+                    policy=config.make_policy())})
+    return rows
+
+
 def _calibration_section(cfg: DeviceBenchConfig, device) -> list[dict]:
     from .calibration import calibrate  # the calibration module (issue 30's regime lesson)
 
@@ -185,6 +201,7 @@ def device_bench(cfg: DeviceBenchConfig) -> Path:
                           "cuda": torch.version.cuda if device.type == "cuda" else None}}
     result["lossless"] = lossless_section(cfg, device)
     result["bench"], result["notes"] = bench_section(cfg, device)
+    result["divergence"] = divergence_section(cfg, device)
     result["calibration"] = _calibration_section(cfg, device) if cfg.calibration else []
     out = Path(cfg.out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -218,6 +235,17 @@ def markdown_table(result: dict) -> str:
         spread = f"{_fmt(r['speedup'])}× ({_fmt(r['speedup_min'])}–{_fmt(r['speedup_max'])})"
         lines.append(f"| {r['dtype']} | {r['source']} | {r['method']} | {_fmt(r['ms_per_token'])} | {spread} | "
                      f"{_fmt(r['acceptance'])} | {_fmt(r['tokens_per_step'])} | {r['identical']} |")
+    split = [r for r in result.get("divergence", []) if r["position"] is not None]
+    if result.get("divergence"):
+        lines += ["", f"Reduced precision: {len(split)} of {len(result['divergence'])} greedy runs of the shipped "
+                  "draft left the plain loop's tokens in the same precision."]
+    if split:
+        lines += ["", "| dtype | prompts | first different new token | plain loop | speculative | one-forward argmax | "
+                  "top-2 logit gap | one rounding step |", "|---|---|---|---|---|---|---|---|"]
+        for r in split:
+            lines.append(f"| {r['dtype']} | {r['source']} | {r['position']} of {r['new_tokens']} | "
+                         f"{r['plain_token']} | {r['spec_token']} | {r['prefix_argmax']} | "
+                         f"{_fmt(r['top2_gap'], '.3g')} | {_fmt(r['rounding_step'], '.3g')} |")
     lines += [f"\n{n}" for n in result["notes"]]
     return "\n".join(lines) + "\n"
 

@@ -28,7 +28,7 @@ from ..core.skip import SkipSet
 from ..core.strategies import InContextStrategy, KnapsackStrategy, OnTheFlyStrategy
 from ..core.tree_shapes import draft_tree
 
-__all__ = ["random_draft_head", "random_heads", "drafter_cases", "policy_cases", "check_lossless"]
+__all__ = ["random_draft_head", "random_heads", "drafter_cases", "policy_cases", "check_lossless", "first_divergence"]
 
 
 def random_draft_head(model, skip: SkipSet, *, scale: float = 0.5, seed: int = 0) -> DraftHead:
@@ -105,3 +105,27 @@ def check_lossless(model, prompts: Sequence[torch.Tensor], max_new_tokens: int =
                 row["error"] = f"{type(error).__name__}: {str(error).splitlines()[0][:160]}"
             rows.append(row)
     return rows
+
+
+@torch.inference_mode()
+def first_divergence(model, ids: torch.Tensor, max_new_tokens: int, **spec_kwargs) -> dict:
+    """Where greedy self-speculative decoding (``spec_kwargs`` as ``speculative_generate`` takes them) first leaves
+    the plain loop on ``model``, and what the target said there three ways: the plain loop's token (a one-token step
+    on its cache), the speculative run's (a verify forward over several tokens) and the argmax of one forward over
+    the whole prefix, with that forward's top-two logit gap. In exact arithmetic the three agree; in bf16 a gap of
+    about one rounding step is a tie that kernels of different shapes may break differently (they are not
+    batch-invariant). ``position``: None when the
+    two outputs are identical."""
+    plain = autoregressive_generate(model, ids, max_new_tokens).sequences[0].tolist()
+    spec = speculative_generate(model, ids, max_new_tokens=max_new_tokens, **spec_kwargs).sequences[0].tolist()
+    n = ids.shape[1]
+    at = next((i for i in range(n, min(len(plain), len(spec))) if plain[i] != spec[i]), None)
+    row = {"prompt_tokens": n, "new_tokens": len(plain) - n, "position": None if at is None else at - n}
+    if at is None:
+        return row
+    logits = model(input_ids=torch.tensor([plain[:at]], device=model.device)).logits[0, -1].float()   # (V,)
+    top = torch.topk(logits, 2)
+    row.update(plain_token=plain[at], spec_token=spec[at], prefix_argmax=int(top.indices[0]),
+               top2_gap=float(top.values[0] - top.values[1]),
+               rounding_step=float(torch.finfo(model.dtype).eps * top.values[0].abs()))
+    return row

@@ -14,7 +14,9 @@ def test_quick_run_on_the_cpu_writes_its_tables(tmp_path):
         assert row["drafters"] == 14 and row["identical"] == row["runs"] == 14 * 4 * 3 and not row["mismatched"]
     methods = {r["method"] for r in result["bench"]}
     assert {"labkit plain loop", "transformers generate", "shipped draft, chain"} <= methods
-    assert all(r["identical"] is True for r in result["bench"])
+    assert all(r["identical"] is True for r in result["bench"] if r["dtype"] == "fp32")
+    assert {r["dtype"] for r in result["divergence"]} == {"bf16"} and len(result["divergence"]) == 1
+    assert "greedy runs of the shipped draft left the plain loop's tokens" in path.with_suffix(".md").read_text()
     table = path.with_suffix(".md").read_text()
     assert "| llama | bf16 | 14 | 168 / 168 |" in table and "shipped draft, chain" in table
 
