@@ -201,8 +201,8 @@ def temperature_view(sweep, curve: tuple[list[float], list[float]] | None = None
     """Lists for :func:`temperature_figure` from :func:`~labkit.measure.speculative_sampling.temperature_sweep`."""
     col = lambda name: [float(v) for v in sweep[name]]                       # noqa: E731
     view = {name: col(name) for name in ("temperature", "measured_alpha", "predicted_alpha", "tokens_per_step",
-                                         "expected_tokens_per_step", "measured_speedup", "predicted_speedup",
-                                         "predicted_speedup_cv")}
+                                         "expected_tokens_per_step", "measured_speedup", "speedup_min",
+                                         "speedup_max", "predicted_speedup", "predicted_speedup_cv")}
     view["curve_t"], view["curve_alpha"] = (list(curve[0]), list(curve[1])) if curve else ([], [])
     return view
 
@@ -211,7 +211,8 @@ def temperature_figure(view: dict, *, gamma: int, current: float | None = None, 
                        height: int = 520) -> go.Figure:
     """Three panels against the temperature: α (measured, predicted from the same decisions' p and q, and
     re-warped at one run's positions), tokens per step (measured vs Leviathan's E) and the wall-clock speedup
-    over plain sampling (measured vs E/(γc + 1) and E/(γc + c_v)). ``current``: a marker line (the slider)."""
+    over plain sampling (measured, with its min-max over the repetitions as error bars, vs E/(γc + 1) and
+    E/(γc + c_v)). ``current``: a marker line (the slider)."""
     t = view["temperature"]
     fig = make_subplots(rows=1, cols=3, horizontal_spacing=0.08,
                         subplot_titles=["α: per drafted token", f"tokens per step (γ = {gamma})",
@@ -223,12 +224,16 @@ def temperature_figure(view: dict, *, gamma: int, current: float | None = None, 
         (1, "predicted_alpha", "α predicted: mean Σ min(p, q)", PALETTE["analytic"], predicted),
         (2, "tokens_per_step", "tokens per step, measured", PALETTE["tokens_per_step"], measured),
         (2, "expected_tokens_per_step", "Leviathan E(α, γ)", PALETTE["analytic"], predicted),
-        (3, "measured_speedup", "speedup, measured", PALETTE["speedup"], measured),
+        (3, "measured_speedup", "speedup, measured (bars: min–max over repeats)", PALETTE["speedup"], measured),
         (3, "predicted_speedup", "Leviathan E / (γc + 1)", PALETTE["analytic"], predicted),
         (3, "predicted_speedup_cv", "E / (γc + c_v), verify cost measured", PALETTE["auxiliary"], predicted),
     ]
+    spread = dict(type="data", symmetric=False, color=PALETTE["speedup"], thickness=1.5, width=4,
+                  array=[hi - v for v, hi in zip(view["measured_speedup"], view["speedup_max"])],
+                  arrayminus=[v - lo for v, lo in zip(view["measured_speedup"], view["speedup_min"])])
     for col, key, name, color, style in traces:
-        fig.add_scatter(x=t, y=view[key], name=name, line_color=color, **style, row=1, col=col)
+        error = {"error_y": spread} if key == "measured_speedup" else {}
+        fig.add_scatter(x=t, y=view[key], name=name, line_color=color, **style, **error, row=1, col=col)
     fig.add_scatter(x=view["curve_t"], y=view["curve_alpha"], name="Σ min(p, q) re-warped at one run's positions",
                     mode="lines", line=dict(color=PALETTE["auxiliary"], width=1.5, dash="dot"), row=1, col=1)
     fig.add_hline(y=1.0, line=dict(color="black", width=1, dash="dot"), row=1, col=3)

@@ -5,7 +5,8 @@
 - :func:`skip_mask_heatmap`: which blocks a skip set (or several, e.g. the best per skip-ratio
   bucket) removes, layers across, attention/MLP down;
 - :func:`best_so_far_figure`: sampler comparison, median best-so-far with a band over seeds;
-- :func:`rank_scatter`: modelled vs measured ms per token, with the Spearman correlation.
+- :func:`rank_scatter`: modelled vs measured ms per token, with the Spearman correlation;
+- :func:`speedup_dots_figure`: drafts' speedups over the plain loop, dots with min-max bars.
 """
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ from ..measure.analytic import UNIT
 from .style import PALETTE
 
 __all__ = ["optimization_history", "param_importances", "skip_mask_heatmap", "best_so_far_figure", "rank_scatter",
-           "speedup_bars_figure"]
+           "speedup_dots_figure"]
 
 SAMPLER_LABELS = {"gp": "GP (GPSampler)", "tpe": "TPE", "random": "random search"}
 
@@ -163,26 +164,29 @@ def rank_scatter(result: Mapping, *, title: str | None = None) -> go.Figure:
     return fig
 
 
-def speedup_bars_figure(summary: Mapping[str, Mapping[str, float]], *, title: str | None = None) -> go.Figure:
+def speedup_dots_figure(summary: Mapping[str, Mapping[str, float]], *, title: str | None = None) -> go.Figure:
     """Speedup over the plain loop per draft (``{label: {"speedup", "low", "high"}}``, e.g.
-    :func:`labkit.lessons.draft_search.draft_summary`), horizontal bars with the min-max range as error bars and
-    the plain loop's 1.0 as a line; the axis starts near the smallest range, so differences stay visible, and each
-    draft's median is written in its axis label (inside the bar it would collide with the error bar)."""
+    :func:`labkit.lessons.draft_search.draft_summary`): one dot per draft at its median, the min-max range as error
+    bars, the plain loop's 1.0 as a line. Dots, not bars: the axis starts near the smallest range so that
+    differences stay visible, and a bar's length from a non-zero baseline would exaggerate them. Each draft's median
+    is written in its axis label."""
     labels = list(summary)
     x = [float(summary[k]["speedup"]) for k in labels]
     low = [float(summary[k]["low"]) for k in labels]
     high = [float(summary[k]["high"]) for k in labels]
-    fig = go.Figure(go.Bar(
-        y=labels, x=x, orientation="h", marker_color=PALETTE["speedup"],
+    fig = go.Figure(go.Scatter(
+        y=labels, x=x, mode="markers", marker=dict(color=PALETTE["speedup"], size=12),
         error_x=dict(type="data", symmetric=False, array=[h - v for h, v in zip(high, x)],
-                     arrayminus=[v - lo for v, lo in zip(x, low)], color="#333333"),
-        name="speedup", hovertemplate="%{y}: %{x:.2f}x<extra></extra>"))
+                     arrayminus=[v - lo for v, lo in zip(x, low)], color="#333333", thickness=1.5, width=6),
+        name="speedup", customdata=list(zip(low, high)),
+        hovertemplate="%{y}: %{x:.2f}x (%{customdata[0]:.2f}–%{customdata[1]:.2f})<extra></extra>"))
     fig.add_vline(x=1.0, line_dash="dash", line_color="black", annotation_text="plain loop",
                   annotation_position="top")
     start = max(0.0, min(low + [1.0]) - 0.1)
     fig.update_layout(title=title or "Speedup over the plain loop",
-                      xaxis_title="× the plain loop (min-max over repeats)",
-                      xaxis_range=[start, max(high + [1.0]) * 1.05], yaxis_autorange="reversed", showlegend=False,
-                      margin=dict(l=10), yaxis=dict(tickmode="array", tickvals=labels,
-                                                    ticktext=[f"{k}: {v:.2f}x" for k, v in zip(labels, x)]))
+                      xaxis_title="× the plain loop (dot: median; bar: min–max over repeats)",
+                      xaxis_range=[start, max(high + [1.0]) * 1.05], showlegend=False,
+                      height=max(260, 60 * len(labels) + 160), margin=dict(l=10),
+                      yaxis=dict(autorange="reversed", tickmode="array", tickvals=labels,
+                                 ticktext=[f"{k}: {v:.2f}x" for k, v in zip(labels, x)]))
     return fig

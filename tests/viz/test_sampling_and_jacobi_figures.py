@@ -73,13 +73,16 @@ def test_lossless_schematic_stacks_to_p():
 def test_temperature_figure_marks_the_current_temperature():
     frame = pd.DataFrame({"temperature": [0.5, 1.0], "measured_alpha": [0.7, 0.6], "predicted_alpha": [0.72, 0.61],
                           "tokens_per_step": [2.5, 2.2], "expected_tokens_per_step": [2.8, 2.4],
-                          "measured_speedup": [1.1, 0.9], "predicted_speedup": [1.2, 1.0],
-                          "predicted_speedup_cv": [1.0, 0.9]})
+                          "measured_speedup": [1.1, 0.9], "speedup_min": [1.0, 0.85], "speedup_max": [1.15, 1.0],
+                          "predicted_speedup": [1.2, 1.0], "predicted_speedup_cv": [1.0, 0.9]})
     view = vs.temperature_view(frame, ([0.5, 0.75, 1.0], [0.7, 0.65, 0.6]))
     fig = vs.temperature_figure(view, gamma=4, current=0.75)
     lines = [s for s in fig.layout.shapes if s.name == vs.CURRENT_T]
     assert len(lines) == 3 and all(s.x0 == 0.75 and s.visible for s in lines)
     assert list(fig.data[0].y) == [0.7, 0.6] and fig.layout.width <= FIGURE_WIDTH
+    speedup = next(d for d in fig.data if d.name.startswith("speedup, measured"))     # its spread as error bars
+    assert list(speedup.error_y.array) == pytest.approx([0.05, 0.1])
+    assert list(speedup.error_y.arrayminus) == pytest.approx([0.1, 0.05])
 
 
 def test_grid_states_follow_the_trace():
