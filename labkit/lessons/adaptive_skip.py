@@ -14,7 +14,7 @@ from ..artifacts.models import load_draft_head
 from ..measure.adaptive import PLAIN, set_timeline
 from ..viz.strategies import set_timeline_figure
 from ..viz.widgets import as_widget, update_widget
-from .claims import overlaps
+from .claims import difference_se, drafted_tokens, overlaps, proportions_differ
 
 __all__ = ["transfer_sentence", "acceptance_sentence", "winner_sentence", "overhead_sentence", "changes_sentence",
            "where_each_wins", "set_changes", "lever_sentence", "joined_timeline", "most_changes", "state_lines",
@@ -89,32 +89,59 @@ def sets_sentence(sets: dict) -> str:
 
 
 def transfer_sentence(agreement, set_label: str, home: str = "stdlib", away: str = "packages") -> str:
-    """Does ``set_label``'s agreement hold on the text it was not chosen on? (``agreement``: source, set, agreement)"""
-    a_home = _value(agreement.rename(columns={"set": "method"}), home, set_label, "agreement")
-    a_away = _value(agreement.rename(columns={"set": "method"}), away, set_label, "agreement")
+    """Does ``set_label``'s agreement hold on the text it was not chosen on? (``agreement``: source, set, agreement,
+    and n_positions where known: then a gap within two standard errors of the difference of the two shares is
+    within the noise; without counts, a gap of 2 points or less is)."""
+    table = agreement.rename(columns={"set": "method"})
+    a_home, a_away = _value(table, home, set_label, "agreement"), _value(table, away, set_label, "agreement")
     if math.isnan(a_home) or math.isnan(a_away):
         return f"The {set_label} was not measured on both {home} and {away} prompts."
+    n_home, n_away = _value(table, home, set_label, "n_positions"), _value(table, away, set_label, "n_positions")
+    se = difference_se(a_home, n_home, a_away, n_away)
     gap = a_home - a_away
-    if gap > 0.02:
+    within = abs(gap) <= 0.02 if math.isnan(se) else not proportions_differ(a_home, n_home, a_away, n_away)
+    if within:
+        noise = ("" if math.isnan(se) else f": the gap is within the noise ({n_home:.0f} and {n_away:.0f} "
+                 f"positions, one standard error of the difference {_fmt(100 * se, '.1f')} points)")
+        return (f"The {set_label} agrees about as well on {away} prompts ({_fmt(a_away)}) as on {home} prompts "
+                f"({_fmt(a_home)}){noise}.")
+    if gap > 0:
         return (f"The {set_label} agrees with the full model on {_fmt(a_home)} of positions on {home} prompts but "
                 f"only {_fmt(a_away)} on {away} prompts: {_fmt(100 * gap, '.0f')} points lost on text it was not "
                 f"chosen on.")
-    if gap < -0.02:
-        return (f"The {set_label} agrees better on {away} prompts ({_fmt(a_away)}) than on {home} prompts "
-                f"({_fmt(a_home)}): on these prompts it transfers.")
-    return (f"The {set_label} agrees about as well on {away} prompts ({_fmt(a_away)}) as on {home} prompts "
-            f"({_fmt(a_home)}).")
+    return (f"The {set_label} agrees better on {away} prompts ({_fmt(a_away)}) than on {home} prompts "
+            f"({_fmt(a_home)}): on these prompts it transfers.")
+
+
+def _drafted(frame, source: str, method: str) -> float:
+    """Drafted tokens behind one repetition's acceptance of ``method`` on ``source`` (NaN without the counts)."""
+    row = frame[(frame["source"] == source) & (frame["method"] == method)]
+    return drafted_tokens(row.iloc[0]) if len(row) else float("nan")
 
 
 def acceptance_sentence(frame, method: str, home: str = "stdlib", away: str = "packages") -> str:
-    """How the acceptance of ``method``'s drafts moves between the two sources."""
+    """How the acceptance of ``method``'s drafts moves between the two sources: with the drafted-token counts
+    (new_tokens, tokens_per_step, drafted_per_step), a move within two standard errors of the difference of the two
+    shares stays within the noise; without them, a move of 0.01 or less."""
     a_home, a_away = _value(frame, home, method, "acceptance"), _value(frame, away, method, "acceptance")
     if math.isnan(a_home) or math.isnan(a_away):
         return f"{method} was not measured on both sources."
-    direction = "falls" if a_away < a_home - 0.01 else "rises" if a_away > a_home + 0.01 else "stays"
-    verb = {"falls": f"falls from {_fmt(a_home)} to {_fmt(a_away)}", "rises": f"rises from {_fmt(a_home)} to "
-            f"{_fmt(a_away)}", "stays": f"stays at about {_fmt(a_home)}"}[direction]
-    return f"With {method}, the acceptance of drafted tokens {verb} from {home} to {away} prompts."
+    n_home, n_away = _drafted(frame, home, method), _drafted(frame, away, method)
+    se = difference_se(a_home, n_home, a_away, n_away)
+    if math.isnan(se):
+        moved = abs(a_away - a_home) > 0.01
+        noise = ""
+    else:
+        moved = proportions_differ(a_home, n_home, a_away, n_away)
+        noise = (f" (about {n_home:.0f} and {n_away:.0f} drafted tokens, one standard error of the difference "
+                 f"{_fmt(100 * se, '.1f')} points)")
+    if not moved:
+        return (f"With {method}, the acceptance of drafted tokens is {_fmt(a_home, '.3f')} on {home} and "
+                f"{_fmt(a_away, '.3f')} on {away} prompts: " + ("within the noise" + noise if noise else
+                                                                "about the same") + ".")
+    verb = "falls" if a_away < a_home else "rises"
+    return (f"With {method}, the acceptance of drafted tokens {verb} from {_fmt(a_home)} to {_fmt(a_away)} from "
+            f"{home} to {away} prompts{', beyond the noise' + noise if noise else ''}.")
 
 
 def winner_sentence(frame, source: str, target: float | None = None, reference: str | None = None) -> str:
@@ -147,19 +174,22 @@ def winner_sentence(frame, source: str, target: float | None = None, reference: 
 
 
 def overhead_sentence(frame, budget: float = 0.1) -> str:
-    """The range of selection overhead over the adaptive rows, and whether every row meets ``budget``."""
+    """The range of the time the adaptive rows booked as choosing, and whether every row meets ``budget``: only part
+    of what choosing costs (:func:`choosing_cost_sentence` reads the rest from c, c_v and ms per token)."""
     rows = frame[(frame["method"] != PLAIN) & ~frame["method"].str.startswith("static")].dropna(subset=["select_share"])
     if rows.empty:
         return "No adaptive strategy was measured."
     lo, hi = rows.loc[rows["select_share"].idxmin()], rows.loc[rows["select_share"].idxmax()]
-    text = (f"Choosing costs between {_fmt(100 * lo['select_share'], '.1f')} % ({lo['method']}, {lo['source']} "
-            f"prompts) and {_fmt(100 * hi['select_share'], '.1f')} % ({hi['method']}, {hi['source']} prompts) of "
-            f"decode time")
+    text = (f"The time the strategies booked as choosing is between {_fmt(100 * lo['select_share'], '.1f')} % "
+            f"({lo['method']}, {lo['source']} prompts) and {_fmt(100 * hi['select_share'], '.1f')} % ({hi['method']}, "
+            f"{hi['source']} prompts) of decode time")
     over = rows[rows["select_share"] > budget]
     if over.empty:
-        return text + f": every strategy stays within the {100 * budget:g} % target."
-    names = ", ".join(f"{r['method']} on {r['source']}" for _, r in over.iterrows())
-    return text + f": above the {100 * budget:g} % target for {names}."
+        text += f": every strategy stays within the {100 * budget:g} % target"
+    else:
+        names = ", ".join(f"{r['method']} on {r['source']}" for _, r in over.iterrows())
+        text += f": above the {100 * budget:g} % target for {names}"
+    return text + " (bookkeeping inside the draft and verify phases is not booked: it shows in c and c_v)."
 
 
 def set_changes(matrix) -> int:
@@ -284,12 +314,22 @@ def with_int8_draft(methods: dict) -> tuple[dict, dict, str, str]:
     return {base: methods[base], quantized: methods[base]}, {quantized: "int8"}, base, quantized
 
 
-def _acceptance_moved(a0: float, a1: float) -> str:
-    """'raised / lowered acceptance (a0 → a1)', or 'left acceptance at a0' when the two round alike."""
+def _acceptance_moved(frame, source: str, before: str, after: str) -> str:
+    """'raised / lowered acceptance (a0 → a1)', or 'left acceptance at a0' when the two round alike; with the
+    drafted-token counts, a move within two standard errors of the difference is said to be within the noise."""
+    a0, a1 = _value(frame, source, before, "acceptance"), _value(frame, source, after, "acceptance")
     old, new = _fmt(a0, ".3f"), _fmt(a1, ".3f")
     if old == new:
         return f"left acceptance at {old}"
-    return f"{'raised' if a1 > a0 else 'lowered'} acceptance ({old} → {new})"
+    points = f"{'+' if a1 > a0 else '−'}{_fmt(100 * abs(a1 - a0), '.1f')} points"
+    verb = f"{'raised' if a1 > a0 else 'lowered'} acceptance"
+    n0, n1 = _drafted(frame, source, before), _drafted(frame, source, after)
+    if math.isnan(difference_se(a0, n0, a1, n1)):
+        return f"{verb} ({old} → {new}, {points})"
+    counts = f"the sampling noise of about {n0:.0f} and {n1:.0f} drafted tokens"
+    if proportions_differ(a0, n0, a1, n1):
+        return f"{verb} ({old} → {new}, {points}, beyond {counts})"
+    return f"moved acceptance only within the noise ({old} → {new}, {points}; {counts})"
 
 
 def draft_head_for(model_name):
@@ -319,7 +359,7 @@ def draft_head_sentence(frame, source: str, quantized: str, headed: str) -> str:
         return f"{source} prompts: no drafting steps to compare."
     speed = {1: "faster beyond the noise", -1: "slower beyond the noise", 0: "within the noise of it without the head"}[
         faster_or_noise(frame, source, headed, quantized)]
-    return (f"{source} prompts: the draft head {_acceptance_moved(a0, a1)}, tokens "
+    return (f"{source} prompts: the draft head {_acceptance_moved(frame, source, quantized, headed)}, tokens "
             f"per step went {_fmt(t0)} → {_fmt(t1)} and the verify cost c_v {_fmt(v0)} → {_fmt(v1)}; the same set "
             f"decoded at {_x(frame, source, quantized)} → {_x(frame, source, headed)} the plain loop, {speed}.")
 
@@ -335,8 +375,8 @@ def draft_weights_sentence(frame, source: str, base: str, quantized: str) -> str
     speed = {1: "faster beyond the noise", -1: "slower beyond the noise", 0: "within the noise of fp32"}[
         faster_or_noise(frame, source, quantized, base)]
     return (f"{source} prompts: int8 weights {cost} the draft cost c ({_fmt(c0)} → {_fmt(c1)} of a plain step); "
-            f"rounding changes the draft's q, and here it {_acceptance_moved(a0, a1)}, "
-            f"{_fmt(100 * abs(a1 - a0), '.1f')} points; the same set decoded at {_x(frame, source, base)} → "
+            f"rounding changes the draft's q, and here it {_acceptance_moved(frame, source, base, quantized)}; "
+            f"the same set decoded at {_x(frame, source, base)} → "
             f"{_x(frame, source, quantized)} the plain loop, {speed} (analytic limit {_fmt(l0)}× → {_fmt(l1)}×).")
 
 

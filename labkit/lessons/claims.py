@@ -9,6 +9,8 @@ that reverses each claim and check that the sentence turns with it. Notation: do
 - :func:`peak`: where does a curve peak: inside the range or at an edge?
 - :func:`overlaps` / :func:`versus_range`: does a measurement fall inside a reference's range (noise)?
 - :func:`compare`: "a is above / below / about equal to b" with a tolerance.
+- :func:`difference_se` / :func:`proportions_differ`: are two measured shares (acceptance, agreement) further apart
+  than their sampling noise? :func:`drafted_tokens`: the count behind an acceptance in a harness row.
 """
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ import math
 from collections.abc import Mapping, Sequence
 
 __all__ = ["num", "is_missing", "direction", "trend", "ranking", "who_wins", "peak", "overlaps", "versus_range",
-           "compare", "join"]
+           "compare", "join", "difference_se", "proportions_differ", "drafted_tokens"]
 
 
 def is_missing(v) -> bool:
@@ -51,6 +53,35 @@ def trend(first: float, last: float, what: str, tol: float = 0.02, spec: str = "
     if d == 0:
         return f"{what} stays at about {num(first, spec)}"
     return f"{what} {'rises' if d > 0 else 'falls'} from {num(first, spec)} to {num(last, spec)}"
+
+
+def difference_se(a: float, n_a: float, b: float, n_b: float) -> float:
+    """One standard error of the difference of two shares, a of n_a trials and b of n_b (binomial):
+    √(a(1 − a)/n_a + b(1 − b)/n_b); NaN when a count or a share is missing or a count is not positive."""
+    if any(is_missing(v) for v in (a, n_a, b, n_b)) or n_a <= 0 or n_b <= 0:
+        return float("nan")
+    return math.sqrt(max(a * (1 - a), 0.0) / n_a + max(b * (1 - b), 0.0) / n_b)
+
+
+def proportions_differ(a: float, n_a: float, b: float, n_b: float, z: float = 2.0) -> bool:
+    """Are the shares a (of n_a trials) and b (of n_b) more than ``z`` standard errors of their difference apart?
+    The trials are taken as independent, an approximation: tokens of one text are correlated, which widens the real
+    noise of shares measured on different texts; two drafts run on the same prompts share their texts, which
+    narrows the noise of their difference. False when the counts are unknown (nothing is called beyond the noise)."""
+    se = difference_se(a, n_a, b, n_b)
+    return not math.isnan(se) and abs(a - b) > z * se
+
+
+def drafted_tokens(row) -> float:
+    """Drafted tokens behind one repetition's acceptance in a row of the timing harness (a mapping or a pandas row
+    with ``new_tokens`` of one repetition, ``tokens_per_step`` and ``drafted_per_step``): new tokens ÷ tokens per
+    step × drafted per step. One repetition, because the repetitions of a greedy run repeat the same decisions.
+    NaN when a column is missing."""
+    values = [row.get(c) for c in ("new_tokens", "tokens_per_step", "drafted_per_step")]
+    if any(is_missing(v) for v in values) or not float(values[1]):
+        return float("nan")
+    new, per_step, drafted = (float(v) for v in values)
+    return new / per_step * drafted
 
 
 def ranking(values: Mapping[str, float], lower_is_better: bool) -> list[str]:

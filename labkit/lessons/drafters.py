@@ -22,7 +22,7 @@ from ..measure.saturation import Saturation
 from ..viz.drafters import exit_layer_figure, gate_signal_figure, gate_signal_traces
 from ..viz.style import PALETTE
 from ..viz.widgets import as_widget, update_widget
-from .claims import join, overlaps
+from .claims import difference_se, drafted_tokens, join, overlaps, proportions_differ
 
 __all__ = ["FAMILY_METHODS", "LAB_CHAPTERS", "combo_exit_layer",
            "fastest_sentence", "early_exit_vs_skip_sentence", "memory_sentence", "lookup_sentence",
@@ -158,7 +158,15 @@ def early_exit_vs_skip_sentence(table: pd.DataFrame, n_layers: int, tol: float =
     s, e = skip.iloc[0], exits.sort_values("speedup", ascending=False).iloc[0]
     verdict = {1: "layer skip is faster beyond the noise", -1: "early exit is faster beyond the noise",
                0: "the two are within measurement noise"}[_beyond_noise(s, e, tol)]
-    acc = {1: "higher", -1: "lower", 0: "about the same"}[_compare(s["acceptance"], e["acceptance"], 0.02)]
+    n_s, n_e = drafted_tokens(s), drafted_tokens(e)
+    if math.isnan(difference_se(s["acceptance"], n_s, e["acceptance"], n_e)):      # no counts: a tolerance
+        acc, noise = {1: "higher", -1: "lower", 0: "about the same"}[_compare(s["acceptance"], e["acceptance"],
+                                                                              0.02)], ""
+    else:                 # two standard errors of the difference of the two shares
+        moved = proportions_differ(s["acceptance"], n_s, e["acceptance"], n_e)
+        acc = ("higher" if s["acceptance"] > e["acceptance"] else "lower") if moved else "about the same"
+        noise = (f" ({'beyond' if moved else 'within'} the sampling noise of about {n_s:.0f} and {n_e:.0f} drafted "
+                 f"tokens)")
     ties = sorted(int(r["exit_layer"]) for _, r in exits.iterrows()
                   if int(r["exit_layer"]) != int(e["exit_layer"]) and _beyond_noise(e, r, tol) == 0)
     tied = (f"; E={join([str(x) for x in ties])} {'is' if len(ties) == 1 else 'are'} within its noise, so the "
@@ -168,7 +176,7 @@ def early_exit_vs_skip_sentence(table: pd.DataFrame, n_layers: int, tol: float =
              else f"early exit at E={int(e['exit_layer'])} of {n_layers} layers")
     return (f"{s['drafter']} reaches {_x(s)} at acceptance {_pct(s['acceptance'])}; {which} reaches {_x(e)} at "
             f"acceptance "
-            f"{_pct(e['acceptance'])}{tied}: {verdict}, with {acc} acceptance for layer skip.")
+            f"{_pct(e['acceptance'])}{tied}: {verdict}, with {acc} acceptance for layer skip{noise}.")
 
 
 def memory_sentence(table: pd.DataFrame, target_parameters: int) -> str:

@@ -33,12 +33,27 @@ def test_transfer_sentence_follows_the_gap():
     reversed_ = agreement.assign(agreement=[0.7, 0.9])
     assert "agrees better on packages" in transfer_sentence(reversed_, "searched set")
     assert "about as well" in transfer_sentence(agreement.assign(agreement=[0.8, 0.8]), "searched set")
+    # with the probe's positions, a gap inside two standard errors of the difference is within the noise
+    counted = pd.DataFrame({"source": ["stdlib", "packages"], "set": ["searched set"] * 2, "agreement": [0.87, 0.90],
+                            "n_positions": [192, 192]})
+    text = transfer_sentence(counted, "searched set")
+    assert "about as well" in text and "within the noise (192 and 192 positions" in text
+    assert "agrees better on packages" in transfer_sentence(counted.assign(n_positions=[4000, 4000]), "searched set")
 
 
 def test_acceptance_sentence_follows_the_direction():
     assert "falls from 0.92 to 0.73" in acceptance_sentence(FRAME, "static: searched set")
     swapped = FRAME.assign(source=FRAME["source"].map({"stdlib": "packages", "packages": "stdlib"}))
     assert "rises from 0.73 to 0.92" in acceptance_sentence(swapped, "static: searched set")
+    # with the drafted-token counts (07 full mode: 0.889 and 0.904 on about 320 drafted tokens each): within the noise
+    counted = pd.DataFrame({"source": ["stdlib", "packages"], "method": ["m", "m"], "acceptance": [0.889, 0.904],
+                            "new_tokens": [384, 384], "tokens_per_step": [3.96, 4.17],
+                            "drafted_per_step": [2.96 / 0.889, 3.17 / 0.904]})
+    text = acceptance_sentence(counted, "m")
+    assert "is 0.889 on stdlib and 0.904 on packages prompts: within the noise (about 323 and 323" in text
+    bigger = counted.assign(new_tokens=[38400, 38400])                # the same shares on a hundred times the tokens
+    assert "rises from 0.89 to 0.90 from stdlib to packages prompts, beyond the noise" in acceptance_sentence(bigger,
+                                                                                                            "m")
 
 
 def test_winner_sentence_names_the_fastest_and_the_target():
@@ -61,7 +76,9 @@ def test_winner_sentence_names_the_fastest_and_the_target():
 
 
 def test_overhead_sentence_checks_the_budget():
-    assert "every strategy stays within the 10 % target" in overhead_sentence(FRAME, 0.1)
+    text = overhead_sentence(FRAME, 0.1)
+    assert "every strategy stays within the 10 % target" in text
+    assert text.startswith("The time the strategies booked as choosing") and "shows in c and c_v" in text
     assert "above the 5 % target for knapsack on packages" in overhead_sentence(FRAME, 0.05)
 
 
@@ -167,12 +184,19 @@ def test_draft_weights_sentence_reads_each_direction():
             ("packages", "A8", 0.47, 0.92, 1.31, 1.33, 1.29, 1.33)]
     text = say.draft_weights_sentence(pd.DataFrame(rows, columns=cols), "packages", "A", "A8")
     assert "cut the draft cost c (0.60 → 0.47" in text and "faster beyond the noise" in text
-    assert "raised acceptance (0.910 → 0.920)" in text                 # int8 changes q: acceptance can rise
+    assert "raised acceptance (0.910 → 0.920, +1.0 points)" in text     # int8 changes q: acceptance can rise
+    # with the drafted-token counts (07 full mode, packages: 0.904 → 0.914 on about 320 drafted tokens each)
+    counted = pd.DataFrame(rows, columns=cols).assign(acceptance=[0.904, 0.914], new_tokens=384,
+                                                       tokens_per_step=[4.17, 4.47])
+    counted["drafted_per_step"] = (counted["tokens_per_step"] - 1) / counted["acceptance"]
+    text = say.draft_weights_sentence(counted, "packages", "A", "A8")
+    assert ("moved acceptance only within the noise (0.904 → 0.914, +1.0 points; the sampling noise of about 323 "
+            "and 326") in text
     worse = [("packages", "A", 0.47, 0.92, 1.31, 1.33, 1.29, 1.33),
              ("packages", "A8", 0.60, 0.91, 1.16, 1.19, 1.14, 1.18)]
     text = say.draft_weights_sentence(pd.DataFrame(worse, columns=cols), "packages", "A", "A8")
     assert ("did not cut the draft cost" in text and "slower beyond the noise" in text
-            and "lowered acceptance (0.920 → 0.910)" in text)
+            and "lowered acceptance (0.920 → 0.910, −1.0 points)" in text)
     close = [("packages", "A", 0.60, 0.91, 1.16, 1.19, 1.00, 1.30),
              ("packages", "A8", 0.47, 0.92, 1.20, 1.33, 1.1, 1.3)]
     assert "within the noise of fp32" in say.draft_weights_sentence(pd.DataFrame(close, columns=cols), "packages",
@@ -200,11 +224,11 @@ def test_draft_head_sentence_reads_each_direction():
     better = pd.DataFrame([["stdlib", "int8", 0.90, 3.7, 1.38, 1.24], ["stdlib", "head", 0.94, 6.6, 1.67, 1.36]],
                           columns=cols)
     text = say.draft_head_sentence(better, "stdlib", "int8", "head")
-    assert "raised acceptance (0.900 → 0.940)" in text and "3.70 → 6.60" in text
+    assert "raised acceptance (0.900 → 0.940, +4.0 points)" in text and "3.70 → 6.60" in text
     assert "decoded at 1.24× → 1.36× the plain loop, within the noise" in text   # no spread: never beyond it
     worse = better.assign(speedup=[1.24, 1.10], acceptance=[0.90, 0.88])
     text = say.draft_head_sentence(worse, "stdlib", "int8", "head")
-    assert "lowered acceptance (0.900 → 0.880)" in text and "within the noise" in text
+    assert "lowered acceptance (0.900 → 0.880, −2.0 points)" in text and "within the noise" in text
     same = better.assign(acceptance=[0.9001, 0.9003])
     assert "left acceptance at 0.900" in say.draft_head_sentence(same, "stdlib", "int8", "head")
     assert "no drafting steps" in say.draft_head_sentence(better, "packages", "int8", "head")

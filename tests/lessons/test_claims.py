@@ -49,3 +49,12 @@ def test_ranges_and_comparisons():
     assert claims.compare(2.0, 1.0, a_name="a", b_name="b") == "a (2.00) is above b (1.00)"
     assert "about the same" in claims.compare(1.0, 1.01, a_name="a", b_name="b")
     assert claims.join(["a", "b", "c"]) == "a, b and c" and claims.join(["a"]) == "a"
+
+
+def test_proportions_differ_reads_the_sampling_noise():
+    se = claims.difference_se(0.889, 323, 0.904, 323)                 # 07's acceptance by source, full mode
+    assert se == pytest.approx(math.sqrt(0.889 * 0.111 / 323 + 0.904 * 0.096 / 323))
+    assert not claims.proportions_differ(0.889, 323, 0.904, 323)      # 1.5 points, one SE 2.4: within the noise
+    assert claims.proportions_differ(0.74, 3000, 0.70, 3000)          # the same gap on ten times the tokens is not
+    assert not claims.proportions_differ(0.9, None, 0.5, 100)         # no count: nothing beyond the noise
+    assert math.isnan(claims.difference_se(0.9, 0, 0.5, 100))

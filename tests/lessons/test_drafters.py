@@ -52,6 +52,18 @@ def test_early_exit_vs_layer_skip_reverses():
     assert "within measurement noise" in lesson.early_exit_vs_skip_sentence(table(**even), 8)
 
 
+def test_early_exit_vs_skip_reads_acceptance_against_its_counts():
+    # full mode of 09: 0.885 vs 0.926 acceptance; whether that differs depends on how many tokens were drafted
+    t = table(**BASE).drop("early exit E=2")
+    t.loc["layer skip (searched)", ["acceptance", "tokens_per_step"]] = 0.885, 4.966
+    t.loc["early exit E=6", ["acceptance", "tokens_per_step"]] = 0.926, 2.805
+    t["drafted_per_step"] = (t["tokens_per_step"] - 1) / t["acceptance"]
+    many = lesson.early_exit_vs_skip_sentence(t.assign(new_tokens=576), 8)
+    assert "with lower acceptance for layer skip (beyond the sampling noise of about 520 and 400 drafted" in many
+    few = lesson.early_exit_vs_skip_sentence(t.assign(new_tokens=64), 8)     # FAST-sized: 58 and 44 drafted tokens
+    assert "with about the same acceptance for layer skip (within the sampling noise of about 58 and 44" in few
+
+
 def test_lookup_and_memory_sentences_reverse():
     assert "beats both parts alone" in lesson.lookup_sentence(table(**BASE))
     assert "does not beat" in lesson.lookup_sentence(table(**{**BASE, "lookup + layer skip (searched)": 1.0}))
