@@ -59,6 +59,8 @@ COMMANDS: tuple[Command, ...] = (
     Command("robustness", "labkit.cli:robustness_main",
             "how well a model tolerates skipping; refreshes its model card"),
     Command("costmodel", "labkit.measure.costmodel:main", "this machine's forward costs of a model (c, c_v)"),
+    Command("calibrate", "labkit.measure.calibration:main",
+            "predict the speedup self-drafting reaches on this machine and model, then measure it"),
     Command("search", "labkit.search.__main__:main",
             "Bayesian optimisation of the draft (run, final, export, compare, rank, check)"),
     Command("grid", "labkit.measure.grid:main",

@@ -7,6 +7,8 @@ time through here, so they share one protocol and one column vocabulary.
 Protocol (:func:`run_interleaved`): every decoder runs once untimed (first-call costs), then for each repetition
 and each prompt every decoder runs once in turn; odd repetitions run the decoders in reverse order (A B C, C B A,
 ...), so a slow patch of the shared machine, or a decoder that warms the cache for the next, hits all alike.
+:func:`interleaved_ms` is the same protocol for plain callables (one forward, one kernel), and :func:`ratio_spread`
+reads a cost ratio (c, c_v) from it against a reference timed in the same rounds.
 
 Notation (docs/notation.md): A accepted and d drafted tokens per step, c the cost of one drafted token and c_v of
 one verification, both relative to the reference's (the plain loop's) ms per token; the analytic limit
@@ -36,7 +38,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 
 import torch
@@ -48,7 +50,7 @@ from ..core.expectation import speedup_limit
 from ..core.jacobi import JacobiTrace
 
 __all__ = ["Method", "Decoder", "RunRecord", "Runs", "record_of", "timed", "Stopwatch", "run_interleaved",
-           "summarise", "frame", "phase_costs", "ROW_COLUMNS", "NAN"]
+           "interleaved_ms", "ratio_spread", "summarise", "frame", "phase_costs", "ROW_COLUMNS", "NAN"]
 
 NAN = float("nan")
 ROW_COLUMNS = ("ms_per_token", "ms_min", "ms_max", "speedup", "speedup_min", "speedup_max", "acceptance",
@@ -196,6 +198,44 @@ def run_interleaved(decoders: Sequence[Decoder], prompt_ids: Sequence[torch.Tens
                 bar.update()
     bar.close()
     return runs
+
+
+def interleaved_ms(calls: Mapping[str, Callable[[], object]], *, repeats: int = 5, inner: int = 1,
+                   warmup: int = 1) -> dict[str, list[float]]:
+    """The same protocol for plain callables (one forward, one kernel): ``warmup`` untimed calls of each, then
+    ``repeats`` rounds in which every callable runs ``inner`` times in turn, odd rounds in reverse order.
+    {name: ms per call in each round (the mean of its ``inner`` calls)}."""
+    check_int("repeats", repeats, 1)
+    check_int("inner", inner, 1)
+    check_int("warmup", warmup, 0)
+    if not calls:
+        raise ValueError("give at least one callable (calls)")
+    order = list(calls.items())
+    for _, call in order:
+        for _ in range(warmup):
+            call()
+    samples: dict[str, list[float]] = {name: [] for name, _ in order}
+    for rep in range(repeats):
+        for name, call in (order if rep % 2 == 0 else list(reversed(order))):
+            _, seconds = timed(lambda call=call: [call() for _ in range(inner)])
+            samples[name].append(1e3 * seconds / inner)
+    return samples
+
+
+def ratio_spread(samples: Sequence[float], reference: Sequence[float],
+                 estimate: str = "median") -> tuple[float, float, float]:
+    """(estimate, min, max) of the ratio of ``samples`` to ``reference`` (two callables timed in the same rounds).
+    min and max: of the per-round ratios samples[i] / reference[i]. ``estimate``: "median", the median of those
+    ratios, or "fastest", min(samples) / min(reference): on a busy shared machine other work only ever adds time,
+    and a round can catch one call in a slow patch and not the other, so the fastest of each is the steadier
+    estimate of what the work itself costs."""
+    if estimate not in ("median", "fastest"):
+        raise ValueError(f"estimate must be 'median' or 'fastest', got {estimate!r}")
+    ratios = [_ratio(a, b) for a, b in zip(samples, reference)]
+    if not ratios:
+        raise ValueError("no rounds to compare")
+    value = statistics.median(ratios) if estimate == "median" else _ratio(min(samples), min(reference))
+    return value, min(ratios), max(ratios)
 
 
 def _ratio(a: float, b: float) -> float:

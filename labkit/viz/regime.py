@@ -1,0 +1,190 @@
+"""Regimes drawn: the roofline with the measured blocks on it, c against the fraction of blocks kept (against the
+diagonal c = kept), c_v against the tokens a verify reads, the analytic limit against α and γ, and a calibration's
+prediction beside its measurement.
+
+Rows are those of :mod:`labkit.measure.roofline` and :mod:`labkit.measure.calibration`; a figure that compares
+models or precisions takes ``{label: rows}`` and gives each label one colour, in order.
+Notation (docs/notation.md): c the cost of one drafted token and c_v of one verify forward, in plain decoding
+steps; α the per-token acceptance probability; γ the tokens drafted per step.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import plotly.graph_objects as go
+
+from ..measure.roofline import best_limit
+from .style import MODEL_COLORS, PALETTE
+
+__all__ = ["roofline_figure", "draft_cost_figure", "verify_cost_figure", "limit_by_alpha_figure", "limit_gamma_data",
+           "limit_gamma_figure", "calibration_figure", "color_of", "IDEAL"]
+
+#: The label of the memory-bound ideal: c = the fraction of blocks kept, c_v = 1 (a GPU decoding a large model).
+IDEAL = "memory-bound ideal (c = kept, c_v = 1)"
+_LAYOUT = dict(margin=dict(l=60, r=20, t=60, b=50), template="plotly_white")
+
+
+def color_of(labels: Sequence[str], label: str) -> str:
+    """The colour of ``label`` among ``labels`` (one per label, in order; the ideal in the analytic colour)."""
+    if label == IDEAL:
+        return PALETTE["analytic"]
+    return MODEL_COLORS[list(labels).index(label) % len(MODEL_COLORS)]
+
+
+def _span(values: Sequence[float], pad: float = 3.0) -> tuple[float, float]:
+    return min(values) / pad, max(values) * pad
+
+
+def roofline_figure(points: Sequence[dict], ceilings: Mapping[str, object]) -> go.Figure:
+    """Achieved GFLOP/s against arithmetic intensity (FLOP/byte), both axes logarithmic: the roofline
+    min(peak, bandwidth × intensity) of each ceiling (``{label: Ceiling}``, a dashed line each after the first) and
+    every measured block (``points``: rows of :func:`labkit.measure.roofline.roofline_points`), one colour per
+    ``regime``, circles for attention and squares for MLP blocks, labelled with their token count T."""
+    fig = go.Figure()
+    xs = [p["intensity"] for p in points]
+    lo, hi = _span(xs + [c.ridge for c in ceilings.values()])
+    for k, (label, ceiling) in enumerate(ceilings.items()):
+        grid = [lo * (hi / lo) ** (i / 60) for i in range(61)]
+        fig.add_trace(go.Scatter(x=grid, y=[ceiling.attainable_gflops(x) for x in grid], mode="lines",
+                                 name=f"roofline {label}: {ceiling.bandwidth_gbs:.0f} GB/s, {ceiling.gflops:.0f} "
+                                      f"GFLOP/s", line=dict(color=PALETTE["analytic"], dash="dash" if k else "solid",
+                                                           width=1.5)))
+    regimes = list(dict.fromkeys(p["regime"] for p in points))
+    for regime in regimes:
+        for block, symbol in (("attention", "circle"), ("mlp", "square")):
+            mine = [p for p in points if p["regime"] == regime and p["block"] == block]
+            if not mine:
+                continue
+            fig.add_trace(go.Scatter(
+                x=[p["intensity"] for p in mine], y=[p["gflop_per_s"] for p in mine], mode="markers+text",
+                text=[f"T={p['tokens']}" for p in mine], textposition="middle right", textfont=dict(size=9),
+                marker=dict(symbol=symbol, size=9, color=color_of(regimes, regime)), name=f"{regime}: {block}",
+                customdata=[[p["ms"], p["gb_per_s"], p["bytes"] / 1e6] for p in mine],
+                hovertemplate="%{text}<br>%{x:.2f} FLOP/byte, %{y:.2f} GFLOP/s<br>%{customdata[0]:.3f} ms, "
+                              "%{customdata[1]:.1f} GB/s, %{customdata[2]:.1f} MB<extra></extra>"))
+    fig.update_xaxes(type="log", title_text="arithmetic intensity (FLOP per byte moved)")
+    fig.update_yaxes(type="log", title_text="achieved GFLOP/s")
+    fig.update_layout(title="One block's roofline on this machine (T: tokens in the forward)", height=480,
+                      legend=dict(font=dict(size=10)), **_LAYOUT)
+    return fig
+
+
+def _error(rows, key):
+    return dict(type="data", symmetric=False, array=[r[f"{key}_max"] - r[key] for r in rows],
+                arrayminus=[r[key] - r[f"{key}_min"] for r in rows])
+
+
+def draft_cost_figure(curves: Mapping[str, Sequence[dict]], band: float = 0.1) -> go.Figure:
+    """c against the fraction of blocks kept (rows of :func:`labkit.measure.roofline.draft_cost_curve` per
+    label; the uniform layer skips only), with the min–max of the per-round ratios, the diagonal c = kept (time in
+    proportion to the blocks kept) and a band of ± ``band`` around it."""
+    fig = go.Figure()
+    fig.add_trace(go.Scatter(x=[0, 1, 1, 0], y=[-band, 1 - band, 1 + band, band], fill="toself", mode="lines",
+                             line=dict(width=0), fillcolor="rgba(0,0,0,0.07)", name=f"c = kept ± {band}",
+                             hoverinfo="skip"))
+    fig.add_trace(go.Scatter(x=[0, 1], y=[0, 1], mode="lines", name="c = kept (time ∝ blocks kept)",
+                             line=dict(color=PALETTE["analytic"], dash="dot")))
+    labels = list(curves)
+    for label, rows in curves.items():
+        rows = sorted((r for r in rows if r["label"].startswith("kept")), key=lambda r: r["kept"])
+        fig.add_trace(go.Scatter(x=[r["kept"] for r in rows], y=[r["c"] for r in rows], mode="lines+markers",
+                                 name=label, line=dict(color=color_of(labels, label)), error_y=_error(rows, "c")))
+    fig.update_xaxes(title_text="fraction of blocks kept (whole layers skipped, spread evenly)", range=[0, 1.05])
+    fig.update_yaxes(title_text="draft cost c (one drafted token ÷ plain step)", range=[0, 1.3])
+    fig.update_layout(title="Draft cost against the blocks kept", height=420, **_LAYOUT)
+    return fig
+
+
+def verify_cost_figure(curves: Mapping[str, Sequence[dict]]) -> go.Figure:
+    """c_v against the tokens one verify forward reads (log axis; rows of
+    :func:`labkit.measure.roofline.verify_cost_curve` per label), with the min–max of the per-round ratios and
+    the line c_v = 1 (a verify that costs one plain step)."""
+    fig = go.Figure()
+    labels = list(curves)
+    ticks = sorted({r["tokens"] for rows in curves.values() for r in rows})
+    for label, rows in curves.items():
+        rows = sorted(rows, key=lambda r: r["tokens"])
+        fig.add_trace(go.Scatter(x=[r["tokens"] for r in rows], y=[r["c_v"] for r in rows], mode="lines+markers",
+                                 name=label, line=dict(color=color_of(labels, label)), error_y=_error(rows, "c_v")))
+    fig.add_hline(y=1.0, line=dict(color=PALETTE["auxiliary"], dash="dot"), annotation_text="one plain step")
+    fig.update_xaxes(type="log", tickvals=ticks, title_text="tokens in one verify forward (the pending token + drafts)")
+    fig.update_yaxes(type="log", title_text="verify cost c_v (÷ plain step)")
+    fig.update_layout(title="Verify cost against the tokens verified", height=420, **_LAYOUT)
+    return fig
+
+
+def limit_by_alpha_figure(regimes: Mapping[str, tuple[Sequence[dict], Sequence[dict]]], kept: float,
+                          alphas: Sequence[float]) -> go.Figure:
+    """The analytic limit at the best γ against α, one line per regime (``{label: (draft rows, verify rows)}``) at
+    the measured c of the uniform skip keeping ``kept`` of the blocks, and the memory-bound ideal (c = kept,
+    c_v = 1); the line speedup = 1 (break-even)."""
+    fig = go.Figure()
+    labels = list(regimes) + [IDEAL]
+    series = {label: (_c_at(draft, kept), verify) for label, (draft, verify) in regimes.items()}
+    series[IDEAL] = (kept, [{"tokens": 1, "c_v": 1.0}, {"tokens": 64, "c_v": 1.0}])
+    for label, (c, verify) in series.items():
+        fig.add_trace(go.Scatter(x=list(alphas), y=[best_limit(a, c, verify)["limit"] for a in alphas],
+                                 mode="lines", name=f"{label}: c = {c:.2f}", line=dict(
+                                     color=color_of(labels, label), dash="dash" if label == IDEAL else "solid")))
+    fig.add_hline(y=1.0, line=dict(color=PALETTE["auxiliary"], dash="dot"), annotation_text="break-even")
+    fig.update_xaxes(title_text="α (per-token acceptance probability)")
+    fig.update_yaxes(title_text="analytic limit E(α, γ) ÷ (γ·c + c_v), best γ")
+    fig.update_layout(title=f"What the costs allow, with {kept:.0%} of the blocks kept", height=420, **_LAYOUT)
+    return fig
+
+
+def _c_at(draft_rows: Sequence[dict], kept: float) -> float:
+    rows = [r for r in draft_rows if r["label"].startswith("kept")]
+    return min(rows, key=lambda r: abs(r["kept"] - kept))["c"]
+
+
+def limit_gamma_data(draft_rows: Sequence[dict], verify_rows: Sequence[dict], alpha: float,
+                     kept: Sequence[float], gammas: Sequence[int]) -> list[dict]:
+    """The traces of :func:`limit_gamma_figure` as data: for each fraction in ``kept``, E(α, γ) / (γ·c + c_v(γ + 1))
+    at every γ with the measured costs, then the same fractions under the memory-bound ideal. [{name, x, y}]."""
+    out = []
+    for ideal in (False, True):
+        for k in kept:
+            c = k if ideal else _c_at(draft_rows, k)
+            verify = [{"tokens": 1, "c_v": 1.0}, {"tokens": 2, "c_v": 1.0}] if ideal else verify_rows
+            ys = [best_limit(alpha, c, verify, [g])["limit"] for g in gammas]
+            out.append({"name": f"{'ideal, ' if ideal else ''}kept {k:.2f} (c = {c:.2f})", "x": list(gammas),
+                        "y": ys})
+    return out
+
+
+def limit_gamma_figure(traces: Sequence[dict], title: str = "") -> go.Figure:
+    """The analytic limit against γ (``traces`` from :func:`limit_gamma_data`): solid the measured costs, dashed the
+    memory-bound ideal, one colour per kept fraction; the line speedup = 1."""
+    fig = go.Figure()
+    half = len(traces) // 2
+    for i, t in enumerate(traces):
+        fig.add_trace(go.Scatter(x=t["x"], y=t["y"], mode="lines+markers", name=t["name"],
+                                 line=dict(color=MODEL_COLORS[i % half % len(MODEL_COLORS)],
+                                           dash="dash" if i >= half else "solid")))
+    fig.add_hline(y=1.0, line=dict(color=PALETTE["auxiliary"], dash="dot"))
+    fig.update_xaxes(title_text="γ (tokens drafted per step)", dtick=1)
+    fig.update_yaxes(title_text="analytic limit (× plain decoding)", rangemode="tozero")
+    fig.update_layout(title=title or "Analytic limit against γ", height=420, legend=dict(font=dict(size=10)),
+                      **_LAYOUT)
+    return fig
+
+
+def calibration_figure(calibrations: Mapping[str, object]) -> go.Figure:
+    """Predicted against measured speedup per calibration (``{label: Calibration}``): the prediction at the chosen
+    γ, the measurement with its min–max over the interleaved repetitions; the line speedup = 1."""
+    labels = list(calibrations)
+    cals = list(calibrations.values())
+    fig = go.Figure()
+    fig.add_trace(go.Bar(x=labels, y=[c.predicted_speedup for c in cals], name="predicted",
+                         marker_color=PALETTE["analytic"], opacity=0.55))
+    fig.add_trace(go.Bar(x=labels, y=[c.measured_speedup for c in cals], name="measured (min–max)",
+                         marker_color=PALETTE["speedup"], error_y=dict(
+                             type="data", symmetric=False,
+                             array=[c.measured["speedup_max"] - c.measured_speedup for c in cals],
+                             arrayminus=[c.measured_speedup - c.measured["speedup_min"] for c in cals])))
+    fig.add_hline(y=1.0, line=dict(color=PALETTE["auxiliary"], dash="dot"), annotation_text="plain decoding")
+    fig.update_yaxes(title_text="speedup over the plain loop", rangemode="tozero")
+    fig.update_layout(title="The calibration's prediction beside the measured run", barmode="group", height=400,
+                      **_LAYOUT)
+    return fig
