@@ -15,8 +15,8 @@ import time
 
 import torch
 
-__all__ = ["DTYPES", "resolve_device", "resolve_dtype", "model_device", "model_dtype", "synchronize", "clock",
-           "device_name"]
+__all__ = ["DTYPES", "resolve_device", "resolve_dtype", "dtype_name", "model_device", "model_dtype", "synchronize",
+           "clock", "device_name"]
 
 #: the precisions labkit accepts by name (``torch.dtype`` objects are accepted too)
 DTYPES = {"fp32": torch.float32, "float32": torch.float32, "bf16": torch.bfloat16, "bfloat16": torch.bfloat16,
@@ -66,6 +66,12 @@ def resolve_dtype(dtype=None) -> torch.dtype:
     if key not in DTYPES:
         raise ValueError(f"dtype must be one of {', '.join(DTYPES)} (or a torch.dtype), got {dtype!r}")
     return DTYPES[key]
+
+
+def dtype_name(dtype) -> str:
+    """The short name of a precision (``"fp32"``, ``"bf16"``, ``"fp16"``): what results and study records say;
+    ``dtype`` as :func:`resolve_dtype` takes it."""
+    return {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}[resolve_dtype(dtype)]
 
 
 def model_device(model) -> torch.device:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import torch
 
 from ..core.decoding import autoregressive_generate
-from ..core.devices import clock
+from ..core.devices import clock, model_device
 from ..core.skip import SkipSet, skipping
 
 __all__ = ["AgreementProbe", "reference_batch", "one_pass_check", "TokenComparison", "token_comparison"]
@@ -64,8 +64,8 @@ class AgreementProbe:
     def top1(self, skip: SkipSet | None) -> torch.Tensor:
         """(B, T) top-1 tokens of the model with ``skip`` removed."""
         with skipping(self.model, skip):
-            logits = self.model(input_ids=self.input_ids, use_cache=False).logits     # (B, T, V)
-        return logits.argmax(dim=-1)
+            logits = self.model(input_ids=self.input_ids.to(model_device(self.model)), use_cache=False).logits
+        return logits.argmax(dim=-1).cpu()                                          # (B, T), beside the targets
 
     def agreement(self, skip: SkipSet | None) -> float:
         """Fraction of scored positions where the skipped model's top-1 equals the full model's greedy token."""
@@ -104,7 +104,7 @@ def one_pass_check(model, sequence, prompt_length: int = 1, tokenizer=None) -> d
     if not 1 <= prompt_length < ids.shape[1]:
         raise ValueError(f"prompt_length must be in [1, {ids.shape[1] - 1}], got {prompt_length}")
     t0 = clock()
-    logits = model(input_ids=ids, use_cache=False).logits[0].float()          # (T, V): one pass
+    logits = model(input_ids=ids.to(model_device(model)), use_cache=False).logits[0].float().cpu()   # (T, V): one pass
     forward_ms = 1e3 * (clock() - t0)
     probs = torch.softmax(logits, dim=-1)
     argmax = logits.argmax(dim=-1)
@@ -186,7 +186,7 @@ def token_comparison(model, tokenizer, prompt_text: str, skip: SkipSet, n_tokens
     full = autoregressive_generate(model, ids, n_tokens, eos_token_id=[]).new_tokens
     sequence = torch.tensor([ids[0].tolist() + full[:-1]]) if full else ids
     with skipping(model, skip):
-        logits = model(input_ids=sequence, use_cache=False).logits[0]                    # (T, V)
+        logits = model(input_ids=sequence.to(model_device(model)), use_cache=False).logits[0]    # (T, V)
         forced = logits[n_prompt - 1:].argmax(dim=-1).tolist()[: len(full)]
         free = autoregressive_generate(model, ids, n_tokens, eos_token_id=[]).new_tokens
     return TokenComparison(prompt_ids=ids[0].tolist(), full=full, draft_forced=forced, draft_free=free, skip=skip)

@@ -6,6 +6,7 @@
     python -m labkit.search final --model default --objective priced         # its top 5, timed; ships the fastest
     python -m labkit.search export --model default
     python -m labkit.search --storage postgresql+psycopg://user@host/db --study-name s   # on each worker machine
+    python -m labkit.search --model path/to/checkpoint --device cuda --dtype bf16 --objective measured --timeout 600
     python -m labkit.search compare --model default --trials 100 --seeds 0 1 2
     python -m labkit.search rank --model default --n-sets 16
     python -m labkit.search check --model default
@@ -44,6 +45,10 @@ def _parser() -> argparse.ArgumentParser:
                    help="run (default): search; export: write data/search/<model>/; compare: GP vs TPE vs random; "
                         "rank: Spearman of modelled vs measured; final: time a priced study's top configurations")
     p.add_argument("--model", default="default", help="shipped model name or model folder (default: default)")
+    p.add_argument("--device", default=None, help="where the model runs: cpu (default), cuda, cuda:N, mps or auto; "
+                   "export: only the studies run on that kind of device")
+    p.add_argument("--dtype", default=None, help="its precision: fp32 (default), bf16 or fp16 (a study records it; "
+                   "export: only the studies run in it)")
     p.add_argument("--objective", default=None, choices=OBJECTIVES,
                    help="default: modelled (export: the only objective stored, or measured if both are)")
     p.add_argument("--trials", type=int, default=100, help="trials to run now (per study / per sampler and seed)")
@@ -90,7 +95,8 @@ def _config(args, objective: str, bucket=None, study_name: str | None = None) ->
 
 
 def _export(args) -> int:
-    out = export_results(args.model, storage=args.storage, objective=args.objective, out_dir=args.out)
+    out = export_results(args.model, storage=args.storage, objective=args.objective, out_dir=args.out,
+                         dtype=args.dtype, device=args.device)
     data = json.loads((out / "best.json").read_text())
     print(f"wrote {out}/best.json, trials.csv, trials.json ({data['n_trials']} trials, objective "
           f"{data['objective']}); best {data['overall']['value_ms_per_token']:.3f} ms/token: "
@@ -99,8 +105,9 @@ def _export(args) -> int:
 
 
 def _final(args) -> int:
-    subject = SearchModel.resolve(args.model)
-    name = args.study_name or default_study_name(subject.identity, args.objective or "priced", None)
+    subject = SearchModel.resolve(args.model, device=args.device, dtype=args.dtype)
+    name = args.study_name or default_study_name(subject.identity, args.objective or "priced", None,
+                                                 subject.precision)
     record = final_check(subject, study_name=name, storage=args.storage, progress=not args.no_progress,
                          config=FinalConfig(top_k=args.top_k, repeats=args.repeats))
     print(f"{name}: trial #{record['chosen_trial']} at {record['geomean_speedup']:.2f}x the plain loop "
@@ -117,7 +124,8 @@ def _write_json(path: Path, record: dict) -> Path:
 def _compare(args) -> int:
     objective = args.objective or "modelled"
     res = compare_samplers(args.model, _config(args, objective), samplers=args.samplers, seeds=args.seeds,
-                           trials=args.trials, progress=not args.no_progress, cost_model=_cost_model(args))
+                           trials=args.trials, progress=not args.no_progress, cost_model=_cost_model(args),
+                           device=args.device, dtype=args.dtype)
     out = _write_json(Path(args.out) if args.out else SEARCH_DIR / model_key(args.model) /
                       f"compare-{objective}.json", res)
     print(json.dumps(res["summary"], indent=2))
@@ -126,7 +134,8 @@ def _compare(args) -> int:
 
 
 def _check(args) -> int:
-    print(json.dumps(check_modelled_against_measured(args.model, storage=args.storage), indent=2))
+    print(json.dumps(check_modelled_against_measured(args.model, storage=args.storage, device=args.device,
+                                                     dtype=args.dtype), indent=2))
     return 0
 
 
@@ -135,7 +144,8 @@ def _rank(args) -> int:
              "policy": args.policy}
     settings = {k: v for k, v in given.items() if v is not None}
     res = rank_agreement(args.model, n_sets=args.n_sets, seed=args.seed, progress=not args.no_progress,
-                         cost_model=_cost_model(args), modelled_settings=settings, measured_settings=settings)
+                         cost_model=_cost_model(args), modelled_settings=settings, measured_settings=settings,
+                         device=args.device, dtype=args.dtype)
     out = _write_json(Path(args.out) if args.out else SEARCH_DIR / model_key(args.model) / "rank_agreement.json", res)
     print(f"Spearman rho {res['spearman_rho']:.3f} (p {res['p_value']:.2g}) over {res['n_sets']} skip sets; "
           f"wrote {out}")
@@ -148,7 +158,7 @@ def _run(args) -> int:
     configs = [_config(args, args.objective or "modelled", bucket, None if args.per_bucket else args.study_name)
                for bucket in buckets]                                   # every config checked before any work
     store = open_storage(args.storage, heartbeat_interval=args.heartbeat_interval, grace_period=args.grace_period)
-    subject = SearchModel.resolve(args.model, cost_model=_cost_model(args))
+    subject = SearchModel.resolve(args.model, cost_model=_cost_model(args), device=args.device, dtype=args.dtype)
     for config in configs:
         res = run_search(subject, config, trials=args.trials, storage=store, progress=not args.no_progress,
                          timeout=args.timeout)

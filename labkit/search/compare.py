@@ -31,7 +31,7 @@ from .space import (
     warm_start_configs,
     warm_start_sets,
 )
-from .storage import default_study_name, feasible_trials, open_storage
+from .storage import LEGACY_PRECISION, default_study_name, feasible_trials, open_storage
 
 __all__ = ["compare_samplers", "rank_agreement", "check_modelled_against_measured"]
 
@@ -108,14 +108,15 @@ def _sampler_summary(curves: dict, seconds: dict, trials: int, baseline_ms: floa
 
 def compare_samplers(model="default", config: SearchConfig | None = None, *, samplers: Sequence[str] = SAMPLERS,
                      seeds: Sequence[int] = (0, 1, 2), trials: int = 100, progress: bool = True,
-                     cost_model=None) -> dict:
+                     cost_model=None, device=None, dtype=None) -> dict:
     """Every sampler at equal ``trials`` for every seed, on one shared objective (in-memory studies).
 
     ``config``: the objective, its settings and ``warm_start`` (its sampler, seed, bucket and study name are not
-    used: ``samplers`` and ``seeds`` are). ``cost_model``: as :func:`~labkit.search.run.run_search`'s (default:
-    measured now). Returns ``{"curves": {sampler: [[best-so-far ms/token per trial] per seed]}, "final": ...,
-    "summary": ...}``. The summary checks the README targets: GP's median final value within 5 % of the best value
-    any method found, and GP's median final value below random search's.
+    used: ``samplers`` and ``seeds`` are). ``cost_model``, ``device``, ``dtype``: as
+    :func:`~labkit.search.run.run_search`'s (cost model default: measured now). Returns ``{"curves": {sampler:
+    [[best-so-far ms/token per trial] per seed]}, "final": ..., "summary": ...}``. The summary checks the README
+    targets: GP's median final value within 5 % of the best value any method found, and GP's median final value
+    below random search's.
     """
     trials = check_int("trials", trials, 1)
     config = SearchConfig() if config is None else config
@@ -124,7 +125,7 @@ def compare_samplers(model="default", config: SearchConfig | None = None, *, sam
     if not seeds:
         raise ValueError("seeds: give at least one seed")
     t_start = time.perf_counter()
-    subject = SearchModel.resolve(model, cost_model=cost_model)
+    subject = SearchModel.resolve(model, cost_model=cost_model, device=device, dtype=dtype)
     settings = config.settings
     evaluator = build_objective(config.objective, subject.model, subject.tokenizer, settings,
                                 subject.cost_model_for(config.objective))
@@ -137,7 +138,8 @@ def compare_samplers(model="default", config: SearchConfig | None = None, *, sam
         bar.close()
     curves = {s: [r[0] for r in runs[s]] for s in samplers}
     seconds = {s: [r[1] for r in runs[s]] for s in samplers}
-    return {"model": subject.identity.id, "objective": config.objective, "trials": trials, "seeds": list(seeds),
+    return {"model": subject.identity.id, **subject.precision, "objective": config.objective, "trials": trials,
+            "seeds": list(seeds),
             "settings": settings, "curves": curves, "final": {s: [c[-1] for c in curves[s]] for s in samplers},
             "best_sets": {s: [r[2] for r in runs[s]] for s in samplers}, "seconds": seconds,
             "summary": _sampler_summary(curves, seconds, trials, evaluator.baseline_ms),
@@ -146,14 +148,15 @@ def compare_samplers(model="default", config: SearchConfig | None = None, *, sam
 
 def rank_agreement(model="default", *, n_sets: int = 16, seed: int = 0, skips: Sequence[SkipSet] | None = None,
                    modelled_settings: dict | None = None, measured_settings: dict | None = None, cost_model=None,
-                   progress: bool = True) -> dict:
+                   progress: bool = True, device=None, dtype=None) -> dict:
     """Spearman rank correlation between the modelled and the measured objective over skip sets of ``model`` (a
-    name, a folder or a :class:`~labkit.search.inputs.SearchModel`).
+    name, a folder or a :class:`~labkit.search.inputs.SearchModel`; ``device``, ``dtype``: as
+    :func:`~labkit.search.run.run_search`'s).
 
     Sets: ``skips`` or ``n_sets`` random sets with skip ratios spread over 0..0.75. Measured runs
     go in a shuffled order so drift in machine load does not line up with the skip ratio.
     """
-    subject = SearchModel.resolve(model, cost_model=cost_model)
+    subject = SearchModel.resolve(model, cost_model=cost_model, device=device, dtype=dtype)
     model_obj, tokenizer, L = subject.model, subject.tokenizer, subject.n_layers
     skips = list(skips) if skips is not None else stratified_sets(L, n_sets, seed)
     if len(skips) < 3:
@@ -175,32 +178,34 @@ def rank_agreement(model="default", *, n_sets: int = 16, seed: int = 0, skips: S
                    "alpha": m["alpha"], "gamma": m["gamma"], "measured_ms": r["value"],
                    "acceptance_rate": r["acceptance_rate"]}
     rho, p = spearmanr([r["modelled_ms"] for r in rows], [r["measured_ms"] for r in rows])
-    return {"spearman_rho": float(rho), "p_value": float(p), "n_sets": len(rows), "rows": rows,
+    return {"spearman_rho": float(rho), "p_value": float(p), "n_sets": len(rows), **subject.precision, "rows": rows,
             "baseline_measured_ms": measured.baseline_ms, "full_step_ms": cost_model.full_step_ms}
 
 
 def _best_set(store, subject: SearchModel, objective: str) -> SkipSet:
     """The best feasible set of ``subject``'s default study of ``objective``; LookupError saying how to run it."""
     identity = subject.identity
-    name = default_study_name(identity, objective, None)
+    name = default_study_name(identity, objective, None, subject.precision)
     try:
         study = optuna.load_study(study_name=name, storage=store)
     except KeyError:
+        flags = "".join(f" --{k} {v}" for k, v in subject.precision.items() if v != LEGACY_PRECISION[k])
         raise LookupError(f"check needs both studies of {identity.id!r}; study {name!r} is missing from the "
                           f"storage: run `python -m labkit.search --model {identity.name} --objective {objective} "
-                          f"--trials {40 if objective == 'measured' else 100}` first") from None
+                          f"--trials {40 if objective == 'measured' else 100}{flags}` first") from None
     return skip_from_params(min(feasible_trials(study), key=lambda t: t.value).params, subject.n_layers)
 
 
 def check_modelled_against_measured(model="default", *, storage=None, rounds: int = 5, n_prompts: int = 6,
-                                    max_new_tokens: int = 64) -> dict:
+                                    max_new_tokens: int = 64, device=None, dtype=None) -> dict:
     """Wall-clock of the best ``modelled`` set vs the best ``measured`` set of a model's two studies.
 
     Both sets run interleaved for ``rounds`` rounds on held-out prompts that neither search saw
-    (the benchmark's prompts); the ratio of median ms/token says what the cheap objective gives up.
+    (the benchmark's prompts); the ratio of median ms/token says what the cheap objective gives up. ``device``,
+    ``dtype``: as :func:`~labkit.search.run.run_search`'s (the studies of that precision are compared).
     """
     store = open_storage(storage)
-    subject = SearchModel.resolve(model)
+    subject = SearchModel.resolve(model, device=device, dtype=dtype)
     best = {objective: _best_set(store, subject, objective) for objective in ("modelled", "measured")}
     texts = [p.text for p in benchmark_prompts(n_prompts)]
     measured = MeasuredObjective(subject.model, subject.tokenizer, texts, max_new_tokens=max_new_tokens)
@@ -209,6 +214,7 @@ def check_modelled_against_measured(model="default", *, storage=None, rounds: in
         for objective, skip in best.items():
             times[objective].append(measured.evaluate(skip)["value"])
     med = {objective: statistics.median(v) for objective, v in times.items()}
-    return {"model": subject.identity.id, "best_sets": {k: str(v) for k, v in best.items()}, "ms_per_token": med,
+    return {"model": subject.identity.id, **subject.precision, "best_sets": {k: str(v) for k, v in best.items()},
+            "ms_per_token": med,
             "plain_ms_per_token": measured.baseline_ms, "rounds": rounds,
             "modelled_over_measured": med["modelled"] / med["measured"]}

@@ -11,15 +11,17 @@ import time
 from pathlib import Path
 
 import optuna
+import torch
 
 from ..artifacts.models import ModelIdentity
 from ..artifacts.paths import SEARCH_DIR
 from ..artifacts.results import BUCKET_WIDTH, bucket_index, ratio_buckets, search_hint
+from ..core.devices import dtype_name
 from ..measure.analytic import UNIT
 from .final import FINAL_ATTR
 from .inputs import model_identity
 from .space import skip_from_params
-from .storage import DEFAULT_STORAGE, STUDY_MARKER, open_storage
+from .storage import DEFAULT_STORAGE, STUDY_MARKER, open_storage, recorded_precision
 
 __all__ = ["export_results", "trial_rows"]
 
@@ -64,12 +66,34 @@ def _overall(rows: list[dict], finals: dict) -> dict:
     return {**_best_entry(min(rows, key=lambda r: r["value_ms_per_token"])), "chosen_by": "objective"}
 
 
-def _model_studies(store, identity: ModelIdentity, objective: str | None, storage) -> tuple[list, str]:
+def _precision_filter(dtype, device) -> dict:
+    """The precision an export asks for ({"dtype": "bf16", "device": "cuda"}, either left out: any); names as
+    ``--dtype`` and ``--device`` take them (a device's index is not recorded)."""
+    wanted = {}
+    if dtype is not None:
+        wanted["dtype"] = dtype_name(dtype)
+    if device is not None:
+        try:
+            wanted["device"] = torch.device(str(device).strip().lower()).type
+        except RuntimeError as error:
+            raise ValueError(f"device must be 'cpu', 'cuda', 'cuda:N' or 'mps', got {device!r}") from error
+    return wanted
+
+
+def _model_studies(store, identity: ModelIdentity, objective: str | None, storage,
+                   precision: dict | None = None) -> tuple[list, str]:
     """The summaries of every labkit study of the model on its current weights with ``objective`` (default: the
-    only objective present, or 'measured' if both are), and that objective; ValueError naming what is missing."""
+    only objective present, or 'measured' if both are) in ``precision`` (:func:`_precision_filter`; empty: any),
+    and that objective; ValueError naming what is missing."""
     mid, model = identity.id, identity.name
     summaries = [s for s in optuna.get_all_study_summaries(store, include_best_trial=False)
                  if s.user_attrs.get(STUDY_MARKER) and s.user_attrs.get("model") == mid]
+    if summaries and precision:
+        found = summaries
+        summaries = [s for s in found if all(recorded_precision(s.user_attrs)[k] == v for k, v in precision.items())]
+        if not summaries:
+            raise ValueError(f"no study of model {mid!r} in {precision} (found: "
+                             f"{sorted({tuple(recorded_precision(s.user_attrs).values()) for s in found})})")
     if not summaries:
         raise ValueError(f"storage {str(storage or DEFAULT_STORAGE)!r} holds no labkit search study of model {mid!r}; "
                          f"run {search_hint(model)}")
@@ -98,7 +122,8 @@ def _best_payload(identity: ModelIdentity, summaries: list, objective: str, rows
         "objective": objective, "unit": UNIT, "n_layers": n_layers, "bucket_width": BUCKET_WIDTH,
         "buckets_note": "bucket i holds skip ratios in [lo, hi); the last also holds ratio 1",
         "studies": [{"name": s.study_name, "ratio_bucket": s.user_attrs.get("ratio_bucket"),
-                     "settings": s.user_attrs.get("settings"), "n_trials": s.n_trials} for s in summaries],
+                     "settings": s.user_attrs.get("settings"), **recorded_precision(s.user_attrs),
+                     "n_trials": s.n_trials} for s in summaries],
         "n_trials": len(rows), "overall": _overall(rows, finals), "buckets": buckets,
         "final_checks": finals,
         "full_step_ms": {s.study_name: (s.user_attrs.get("cost_model") or s.user_attrs["cost_models"]["fp32"]).get(
@@ -107,16 +132,18 @@ def _best_payload(identity: ModelIdentity, summaries: list, objective: str, rows
     }
 
 
-def export_results(model="default", *, storage=None, objective: str | None = None, out_dir=None) -> Path:
+def export_results(model="default", *, storage=None, objective: str | None = None, out_dir=None, dtype=None,
+                   device=None) -> Path:
     """Write best.json, trials.csv and trials.json for ``model`` (a name, a folder, a ModelIdentity or a
     SearchModel) under data/search/<model key>/; returns the folder.
 
     Gathers every labkit study of that model (all ratio buckets) with ``objective`` (default: the
-    only objective present, or 'measured' if both are).
+    only objective present, or 'measured' if both are); ``dtype``, ``device``: only the studies that ran in that
+    precision, on that kind of device (None: any; best.json names each study's).
     """
     store = open_storage(storage)
     identity = model_identity(model)
-    summaries, objective = _model_studies(store, identity, objective, storage)
+    summaries, objective = _model_studies(store, identity, objective, storage, _precision_filter(dtype, device))
     n_layers = summaries[0].user_attrs["search_space"]["n_layers"]
     rows = []
     for s in sorted(summaries, key=lambda s: s.study_name):

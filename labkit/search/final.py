@@ -20,7 +20,7 @@ from ..core.draft_config import DraftConfig
 from ..measure.adaptive import compare_configs
 from .inputs import SearchModel
 from .space import config_from_params
-from .storage import feasible_trials, open_storage
+from .storage import feasible_trials, open_storage, recorded_precision
 
 __all__ = ["FINAL_ATTR", "FinalConfig", "top_configs", "final_check"]
 
@@ -71,17 +71,22 @@ def _config_study(store, study_name: str):
 
 
 def final_check(model="default", *, study_name: str, storage=None, config: FinalConfig | None = None,
-                progress: bool = True) -> dict:
+                progress: bool = True, device=None, dtype=None) -> dict:
     """Time the top configurations of ``study_name`` (a ``priced`` study of ``model``: a name, a folder or a
     :class:`~labkit.search.inputs.SearchModel`) as ``config`` says (None: the defaults), and record the fastest in
-    the study (see the module docstring); returns that record."""
+    the study (see the module docstring); returns that record. ``device``, ``dtype``: where and in what precision a
+    named model is loaded (None: the CPU, fp32); ValueError where the study ran in another precision or on another
+    kind of device."""
     config = FinalConfig() if config is None else config
     if not isinstance(config, FinalConfig):
         raise TypeError(f"config must be a FinalConfig, got {type(config).__name__}")
     study, space = _config_study(open_storage(storage), study_name)
     sources = list(config.sources or study.user_attrs.get("settings", {}).get("sources") or ["stdlib", "packages"])
     t0 = time.perf_counter()
-    subject = SearchModel.resolve(model)
+    subject = SearchModel.resolve(model, device=device, dtype=dtype)
+    if recorded_precision(study.user_attrs) != subject.precision:
+        raise ValueError(f"study {study_name!r} ran in {recorded_precision(study.user_attrs)}, the model is loaded in "
+                         f"{subject.precision}: time it where it was searched (--dtype, --device)")
     top = top_configs(study, space["n_layers"], config.top_k)
     labels = {f"#{number}": draft for number, _, draft in top}
     comparison = compare_configs(subject.model, subject.tokenizer, labels, sources=sources, n_prompts=config.n_prompts,

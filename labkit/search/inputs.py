@@ -1,10 +1,12 @@
 """What a search is given, each resolved once: the model (:class:`SearchModel`) and the study's settings
 (:class:`SearchConfig`).
 
-A model enters a search as a name (a shipped name, a folder or a hub id). :meth:`SearchModel.resolve` loads it
-and reads its identity (id, key, folder, weights fingerprint: :func:`~labkit.artifacts.models.identify`) once;
-everything below :func:`~labkit.search.run.run_search` reads that record instead of resolving the name again, and
-``python -m labkit.search --per-bucket`` shares one record across its studies (the weights are hashed once).
+A model enters a search as a name (a shipped name, a folder or a hub id). :meth:`SearchModel.resolve` loads it on a
+device in a precision (``device``, ``dtype``: as :func:`~labkit.artifacts.models.load_model` takes them; a study
+records the precision and the kind of device, :attr:`SearchModel.precision`) and reads its identity (id, key,
+folder, weights fingerprint: :func:`~labkit.artifacts.models.identify`) once; everything below
+:func:`~labkit.search.run.run_search` reads that record instead of resolving the name again, and ``python -m
+labkit.search --per-bucket`` shares one record across its studies (the weights are hashed once).
 """
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from dataclasses import dataclass, field, replace
 
 from ..artifacts.models import ModelIdentity, identify, load_model
 from ..core.checks import check_choice, check_int
+from ..core.devices import dtype_name, model_device, model_dtype, resolve_device, resolve_dtype
 from ..measure.costmodel import CostModel, measure_cost_model
 from .objectives import OBJECTIVES, objective_settings
 from .samplers import SAMPLERS
@@ -32,6 +35,17 @@ def _check_cost_model(cost_model):
     raise TypeError(f"cost_model must be a CostModel or a dict {{draft weights: CostModel}}, got {cost_model!r}")
 
 
+def _check_placement(model, device, dtype) -> None:
+    """ValueError when a model already in memory is not on ``device`` or not in ``dtype`` (None: not asked)."""
+    if device is not None:
+        want, have = resolve_device(device), model_device(model)
+        if want.type != have.type or (want.index is not None and want.index != (have.index or 0)):
+            raise ValueError(f"device={device!r}: the model given is on {have}; load it there, or leave device out")
+    if dtype is not None and resolve_dtype(dtype) != model_dtype(model):
+        raise ValueError(f"dtype={dtype!r}: the model given is in {dtype_name(model_dtype(model))}; load it in that "
+                         "precision, or leave dtype out")
+
+
 @dataclass(frozen=True)
 class SearchModel:
     """One model as a search uses it: the loaded model and tokenizer, its :class:`ModelIdentity` (what studies
@@ -44,21 +58,34 @@ class SearchModel:
     cost_model: CostModel | dict | None = field(default=None, repr=False, compare=False)
 
     @classmethod
-    def resolve(cls, model="default", *, loaded: tuple | None = None, cost_model=None) -> SearchModel:
+    def resolve(cls, model="default", *, loaded: tuple | None = None, cost_model=None, device=None,
+                dtype=None) -> SearchModel:
         """``model`` (a shipped name, a folder, a hub id, or a SearchModel, returned as is) loaded and identified.
 
-        ``loaded``: ``(model, tokenizer)`` already in memory (else loaded here). ``cost_model``: a CostModel, or
-        {draft weights: CostModel} for a ``priced`` search; it replaces a SearchModel's own.
+        ``device``, ``dtype``: where and in what precision the model is loaded (None: the CPU, fp32; as
+        :func:`~labkit.artifacts.models.load_model` takes them); for a model already in memory (a SearchModel,
+        ``loaded``) they are checked against it. ``loaded``: ``(model, tokenizer)`` already in memory (else loaded
+        here). ``cost_model``: a CostModel, or {draft weights: CostModel} for a ``priced`` search; it replaces a
+        SearchModel's own.
         """
         cost_model = _check_cost_model(cost_model)
         if isinstance(model, SearchModel):
             if loaded is not None:
                 raise ValueError("loaded: model is already a SearchModel, which holds its loaded model")
+            _check_placement(model.model, device, dtype)
             return model if cost_model is None else replace(model, cost_model=cost_model)
         if loaded is not None and (not isinstance(loaded, tuple) or len(loaded) != 2):
             raise TypeError(f"loaded must be a (model, tokenizer) pair, got {type(loaded).__name__}")
-        model_obj, tokenizer = loaded or load_model(model)
+        if loaded is not None:
+            _check_placement(loaded[0], device, dtype)
+        model_obj, tokenizer = loaded or load_model(model, device=device, dtype=dtype)
         return cls(identify(model), model_obj, tokenizer, cost_model)
+
+    @property
+    def precision(self) -> dict:
+        """What a study records of where its trials ran: ``{"dtype": "fp32" | "bf16" | "fp16", "device": "cpu" |
+        "cuda" | "mps"}`` (the kind of device, not its index: workers on several GPUs share a study)."""
+        return {"dtype": dtype_name(model_dtype(self.model)), "device": model_device(self.model).type}
 
     @property
     def n_layers(self) -> int:

@@ -124,10 +124,15 @@ def _best(study, config: SearchConfig, n_layers: int) -> dict:
 
 
 def run_search(model="default", config: SearchConfig | None = None, *, trials: int = 100, storage=None,
-               cost_model=None, progress: bool = True, timeout: float | None = None) -> SearchResult:
+               cost_model=None, progress: bool = True, timeout: float | None = None, device=None,
+               dtype=None) -> SearchResult:
     """Run (or resume) ``trials`` more trials of the study ``config`` describes (None: the defaults, a
     ``modelled`` GP search) of ``model``: a shipped name, a folder, or a :class:`~labkit.search.inputs.SearchModel`
     (loaded and identified once, e.g. for several studies).
+
+    ``device``, ``dtype``: where and in what precision a named model is loaded (None: the CPU, fp32; e.g.
+    ``"cuda"``, ``"bf16"``), checked against a SearchModel's. The study records the precision and the kind of
+    device, and its default name carries them where they are not fp32 on the CPU (``tiny4-measured-bf16-cuda``).
 
     ``storage``: Optuna URL/path (default ``sqlite:///results/search.db``; ``postgresql+psycopg://user@host/db``
     for workers on several machines) or a storage :func:`~labkit.search.storage.open_storage` opened (e.g. with
@@ -139,7 +144,7 @@ def run_search(model="default", config: SearchConfig | None = None, *, trials: i
     t_start = time.perf_counter()
     config = _check_run(config, trials, timeout)
     store = open_storage(storage)
-    subject = SearchModel.resolve(model, cost_model=cost_model)
+    subject = SearchModel.resolve(model, cost_model=cost_model, device=device, dtype=dtype)
     L = subject.n_layers
     check_bucket(config.ratio_bucket, L)
     target = StudyTarget.of(store, subject, config)

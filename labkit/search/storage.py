@@ -16,9 +16,12 @@ JournalStorage), a bare ``.db``/``.sqlite`` path, and ``":memory:"``.
   than ``grace_period`` seconds (default 30): a killed worker's trial, not a slow one. The database's clock decides,
   so machines' clocks need not agree.
 
-Each study records the model (name or path, and a fingerprint of its weights), the objective, its settings, the
-search space and the ratio bucket; reopening it with different ones raises ValueError without touching it. Why
-these settings: ``docs/decisions.md`` (search storage; a search many workers share).
+Each study records the model (name or path, and a fingerprint of its weights), the precision and the kind of device
+it ran in (``dtype``: fp32, bf16 or fp16; ``device``: cpu, cuda or mps: a trial's milliseconds and a reduced
+precision's argmax depend on both), the objective, its settings, the search space and the ratio bucket; reopening it
+with different ones raises ValueError without touching it. A study from before precisions were recorded ran in fp32
+on the CPU (:data:`LEGACY_PRECISION`): it reopens as one. Why these settings: ``docs/decisions.md`` (search storage;
+a search many workers share).
 """
 from __future__ import annotations
 
@@ -37,7 +40,7 @@ from ..measure.costmodel import CostModel
 from .space import skip_from_params, space_param_names
 
 __all__ = ["DEFAULT_STORAGE", "STUDY_MARKER", "CALIBRATION_ATTR", "HEARTBEAT_INTERVAL_S", "GRACE_PERIOD_S",
-           "CONNECT_TIMEOUT_S", "open_storage", "feasible_trials",
+           "CONNECT_TIMEOUT_S", "LEGACY_PRECISION", "open_storage", "feasible_trials", "recorded_precision",
            "default_study_name", "expected_attrs", "check_attrs", "open_study", "stored_cost_model",
            "stored_cost_models", "stored_calibration", "known_good_sets"]
 
@@ -48,6 +51,8 @@ HEARTBEAT_INTERVAL_S = 10      # seconds between a running trial's heartbeats
 GRACE_PERIOD_S = 30            # a RUNNING trial whose last heartbeat is older than this is a dead worker's: FAIL
 CONNECT_TIMEOUT_S = 5          # a database server that does not answer: ValueError after this many seconds
 _DRIVERS = {"postgresql": "postgresql+psycopg", "postgres": "postgresql+psycopg"}
+#: what a study that records no precision ran in: every study before precisions were recorded was fp32 on the CPU
+LEGACY_PRECISION = {"dtype": "fp32", "device": "cpu"}
 # two workers creating the tables of a new database at once: the loser retries
 _TRANSIENT = ("already exists", "database is locked", "UNIQUE constraint", "duplicate key value")
 
@@ -173,16 +178,36 @@ def _check_identity(identity) -> ModelIdentity:
     return identity
 
 
-def default_study_name(identity: ModelIdentity, objective: str, bucket) -> str:
-    """``<model key>-<objective>[-ratio<lo>-<hi>]``: the name a study gets unless it is given one."""
+def _precision(precision) -> dict:
+    """``precision`` ({"dtype": ..., "device": ...}; None: fp32 on the CPU) with both keys, checked."""
+    if precision is None:
+        return dict(LEGACY_PRECISION)
+    if not isinstance(precision, dict) or set(precision) != set(LEGACY_PRECISION):
+        raise TypeError(f"precision must be a dict with keys 'dtype' and 'device', got {precision!r}")
+    return dict(precision)
+
+
+def recorded_precision(attrs: dict) -> dict:
+    """The precision a study's attributes record ({"dtype": ..., "device": ...}); fp32 on the CPU for a study from
+    before precisions were recorded."""
+    return {k: attrs.get(k, v) for k, v in LEGACY_PRECISION.items()}
+
+
+def default_study_name(identity: ModelIdentity, objective: str, bucket, precision: dict | None = None) -> str:
+    """``<model key>-<objective>[-<dtype>][-<device>][-ratio<lo>-<hi>]``: the name a study gets unless it is given
+    one; the dtype and device only where they are not fp32 and the CPU (so earlier studies keep their names)."""
     name = f"{_check_identity(identity).key}-{objective}"
+    name += "".join(f"-{v}" for k, v in _precision(precision).items() if v != LEGACY_PRECISION[k])
     if bucket is not None:
         name += f"-ratio{bucket[0]:g}-{bucket[1]:g}"
     return name
 
 
-def expected_attrs(identity: ModelIdentity, objective, n_layers, bucket, settings, space: str = "mask") -> dict:
-    """The attributes that tie a study to one model (its id and weights), objective, settings, space and bucket."""
+def expected_attrs(identity: ModelIdentity, objective, n_layers, bucket, settings, space: str = "mask",
+                   precision: dict | None = None) -> dict:
+    """The attributes that tie a study to one model (its id and weights), precision and kind of device
+    (``precision``: {"dtype": "bf16", "device": "cuda"}; None: fp32 on the CPU), objective, settings, space and
+    bucket."""
     params = space_param_names(space, n_layers)
     search_space = {"n_layers": n_layers, "params": params, "low": 0, "high": 1}
     if space != "mask":
@@ -190,6 +215,7 @@ def expected_attrs(identity: ModelIdentity, objective, n_layers, bucket, setting
     return {
         "model": _check_identity(identity).id,
         "model_fingerprint": identity.fingerprint,
+        **_precision(precision),
         "objective": objective,
         "search_space": search_space,
         "ratio_bucket": list(bucket) if bucket else None,
@@ -198,8 +224,10 @@ def expected_attrs(identity: ModelIdentity, objective, n_layers, bucket, setting
 
 
 def check_attrs(study_name: str, found: dict, expected: dict) -> None:
-    labels = {"model": "model", "model_fingerprint": "model weights", "objective": "objective",
-              "search_space": "search space", "ratio_bucket": "ratio bucket", "settings": "objective settings"}
+    labels = {"model": "model", "model_fingerprint": "model weights", "dtype": "precision", "device": "device",
+              "objective": "objective", "search_space": "search space", "ratio_bucket": "ratio bucket",
+              "settings": "objective settings"}
+    found = {**found, **recorded_precision(found)}                 # an earlier study: fp32 on the CPU
     diff = [k for k in expected if found.get(k) != expected[k]]
     if diff:
         lines = "; ".join(f"{labels[k]}: study has {found.get(k)!r}, asked for {expected[k]!r}" for k in diff)
@@ -234,13 +262,15 @@ def _newest_attr(storage, expected: dict, key: str, stamp) -> dict | None:
     for s in optuna.get_all_study_summaries(storage, include_best_trial=False):
         attrs = s.user_attrs
         if (attrs.get(STUDY_MARKER) and attrs.get(key) and attrs.get("model") == expected["model"]
-                and attrs.get("model_fingerprint") == expected["model_fingerprint"]):
+                and attrs.get("model_fingerprint") == expected["model_fingerprint"]
+                and recorded_precision(attrs) == recorded_precision(expected)):
             found.append(attrs[key])
     return max(found, key=stamp) if found else None
 
 
 def stored_cost_model(storage, expected: dict):
-    """The newest cost model another study of the same model (same weights) in this storage recorded.
+    """The newest cost model another study of the same model (same weights, precision and kind of device) in this
+    storage recorded.
 
     Reusing it keeps every study of a model (all ratio buckets) in one currency of milliseconds.
     """
@@ -262,15 +292,16 @@ def stored_cost_models(storage, expected: dict) -> dict | None:
 
 
 def known_good_sets(storage, expected: dict, bucket, n_layers: int, k: int = 3, exclude=()) -> dict[str, dict]:
-    """The parameters of the ``k`` best trials inside ``bucket`` that other studies of the same model, objective
-    and space evaluated (one per skip set, sets in ``exclude`` left out), by label.
+    """The parameters of the ``k`` best trials inside ``bucket`` that other studies of the same model, precision,
+    objective and space evaluated (one per skip set, sets in ``exclude`` left out), by label.
 
     A new ratio-bucket study is warm-started with them, so it starts from what the storage knows.
     """
     same = ("model", "model_fingerprint", "objective", "settings", "search_space")
     scored = []
     for s in optuna.get_all_study_summaries(storage, include_best_trial=False):
-        if not s.user_attrs.get(STUDY_MARKER) or any(s.user_attrs.get(key) != expected[key] for key in same):
+        if (not s.user_attrs.get(STUDY_MARKER) or any(s.user_attrs.get(key) != expected[key] for key in same)
+                or recorded_precision(s.user_attrs) != recorded_precision(expected)):
             continue
         for t in feasible_trials(optuna.load_study(study_name=s.study_name, storage=storage)):
             skip = skip_from_params(t.params, n_layers)

@@ -4,9 +4,9 @@ attributes, the cost model(s) it prices with, and its warm starts; and the evalu
 A new study is warm-started (``enqueue_trial``) with: nothing skipped, every other layer, every other
 attention block; a ratio-bucket study only with those inside its bucket, plus the model card's
 greedy-elimination sets of its sizes and the 3 best sets inside the bucket that other studies of the same
-model and objective in the storage evaluated. Its cost model is, in this order: a resumed study's own, the one
-given, the newest the storage holds for this model (one currency of milliseconds across its studies), else
-measured now.
+model, precision and objective in the storage evaluated. Its cost model is, in this order: a resumed study's own,
+the one given, the newest the storage holds for this model in this precision on this kind of device (one currency
+of milliseconds across its studies), else measured now.
 """
 from __future__ import annotations
 
@@ -51,9 +51,10 @@ class StudyTarget:
     @classmethod
     def of(cls, store, subject: SearchModel, config: SearchConfig) -> StudyTarget:
         """The study ``config`` asks for, of ``subject``, in ``store``."""
-        name = config.study_name or default_study_name(subject.identity, config.objective, config.ratio_bucket)
+        name = config.study_name or default_study_name(subject.identity, config.objective, config.ratio_bucket,
+                                                       subject.precision)
         expected = expected_attrs(subject.identity, config.objective, subject.n_layers, config.ratio_bucket,
-                                  config.settings, config.space)
+                                  config.settings, config.space, subject.precision)
         return cls(store, name, expected)
 
 
