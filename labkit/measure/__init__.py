@@ -5,7 +5,8 @@ the benchmark (``bench_methods`` what it runs, ``bench`` the run, ``bench_result
 (``grid_cells``, ``grid`` the measurement, ``grid_results`` its reader), ``saturation`` and ``early_exit`` (exit
 signals, profiled exits), ``drafter_comparison``, ``gate``, ``speculative_sampling``, ``parallel``,
 ``stop_signal``, ``lossless`` (every drafter under every policy against the plain loop, on any device and
-precision), ``tree_costs`` (c_v against tree nodes, tree shapes against the chain), ``cascades`` (cascades
+precision), ``device_bench`` (the lossless checks, a benchmark and the calibration on a GPU or any device),
+``tree_costs`` (c_v against tree nodes, tree shapes against the chain), ``cascades`` (cascades
 against the chain, each level's part per step), ``roofline`` (bytes, FLOPs and time of a block against the
 machine's roofs; c against the blocks kept, c_v against the tokens verified) and ``calibration`` (the speedup
 self-drafting will reach here, predicted and then measured)."""

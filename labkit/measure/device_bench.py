@@ -38,12 +38,13 @@ from ..core.devices import device_name, resolve_device, resolve_dtype
 from ..core.draft_weights import draft_weights as build_draft_weights
 from ..core.policies import StaticThreshold
 from ..core.tree_shapes import draft_tree
+from .calibration import calibrate
 from .harness import Decoder, Method, run_interleaved, summarise
 from .lossless import check_lossless, first_divergence
 from .machine import cpu_model, machine_info
 
 __all__ = ["DeviceBenchConfig", "family_model", "lossless_section", "bench_section", "device_bench",
-           "markdown_table", "export_prompts", "main"]
+           "markdown_table", "export_prompts", "calibration_section", "divergence_section", "SECTIONS", "main"]
 
 @dataclass
 class DeviceBenchConfig:
@@ -58,14 +59,14 @@ class DeviceBenchConfig:
     max_new_tokens: int = 96
     repeats: int = 3
     wide: dict = field(default_factory=lambda: {"hidden_size": 5120, "n_layers": 40})   # a 13B-shaped model
-    calibration: bool = True
+    sections: tuple = ("lossless", "bench", "divergence", "calibration")
     seed: int = 0
     out_dir: str = str(BENCH_DIR / "device")
 
     @classmethod
     def quick(cls, **overrides) -> DeviceBenchConfig:
-        base = dict(dtypes=("fp32", "bf16"), lossless_dtypes=("bf16",), lossless_tokens=8, sources=("stdlib",), n_prompts=1,
-                    max_new_tokens=12, repeats=1, wide={"hidden_size": 512, "n_layers": 4})
+        base = dict(dtypes=("fp32", "bf16"), lossless_dtypes=("bf16",), lossless_tokens=8, sources=("stdlib",),
+                    n_prompts=1, max_new_tokens=12, repeats=1, wide={"hidden_size": 512, "n_layers": 4})
         base.update(overrides)
         return cls(**base)
 
@@ -178,37 +179,53 @@ def divergence_section(cfg: DeviceBenchConfig, device) -> list[dict]:
     return rows
 
 
-def _calibration_section(cfg: DeviceBenchConfig, device) -> list[dict]:
-    from .calibration import calibrate  # the calibration module (issue 30's regime lesson)
-
-    rows = []
+def calibration_section(cfg: DeviceBenchConfig, device) -> list[dict]:
+    """The calibration (:func:`labkit.measure.calibration.calibrate`) of the shipped model in each precision, with
+    its shipped draft set, and of a random model of its family at ``cfg.wide``'s size in the last precision (its
+    costs are the point: a random model's agreement says nothing about a trained one's)."""
+    rows, texts = [], [p.text for p in benchmark_prompts(2, seed=cfg.seed, source=cfg.sources[0])]
+    skip = best_config("default").skip
     for dtype in cfg.dtypes:
         model, tokenizer = load_model("default", device=device, dtype=dtype)
-        rows.append({"model": "default (7 M, trained)", "dtype": dtype, **calibrate(model, tokenizer).to_dict()})
-        wide = random_model("default", device=device, dtype=dtype, seed=cfg.seed, **cfg.wide)
-        size = sum(p.numel() for p in wide.parameters()) / 1e9
-        rows.append({"model": f"random, {size:.1f} B", "dtype": dtype, **calibrate(wide, tokenizer).to_dict()})
-        del wide
+        result = calibrate(model, tokenizer, prompts=texts, skip=skip, skip_source="shipped draft set",
+                           model_name="default (trained, 7 M)")
+        rows.append(result.to_dict())
+    wide = random_model("default", device=device, dtype=cfg.dtypes[-1], seed=cfg.seed, **cfg.wide)
+    size = sum(p.numel() for p in wide.parameters())
+    label = f"{size / 1e9:.1f} B" if size >= 1e9 else f"{size / 1e6:.0f} M"
+    rows.append(calibrate(wide, tokenizer, prompts=texts, model_name=f"random, {label}").to_dict())
     return rows
 
 
+SECTIONS = ("lossless", "bench", "divergence", "calibration")
+
+
 def device_bench(cfg: DeviceBenchConfig) -> Path:
-    """Run every section on ``cfg.device`` and write ``<out_dir>/<device slug>.json`` and ``.md``; returns the json."""
+    """Run ``cfg.sections`` on ``cfg.device`` and write ``<out_dir>/<device slug>.json`` and ``.md``; returns the
+    json. Sections not run keep what an earlier run of the same device wrote there (each section records its own
+    configuration and machine under ``runs``), so a short second run adds a section without losing the first's."""
+    unknown = set(cfg.sections) - set(SECTIONS)
+    if unknown or not cfg.sections:
+        raise ValueError(f"sections must be some of {', '.join(SECTIONS)}, got {list(cfg.sections)}")
     device = resolve_device(cfg.device)
     name = cpu_model().get("cpu_model") or "cpu" if device.type == "cpu" else device_name(device)
-    result = {"config": asdict(cfg), "device": str(device), "device_name": name,
-              "machine": {**machine_info(), "transformers": transformers.__version__,
-                          "cuda": torch.version.cuda if device.type == "cuda" else None}}
-    result["lossless"] = lossless_section(cfg, device)
-    result["bench"], result["notes"] = bench_section(cfg, device)
-    result["divergence"] = divergence_section(cfg, device)
-    result["calibration"] = _calibration_section(cfg, device) if cfg.calibration else []
-    out = Path(cfg.out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    slug = "".join(ch if ch.isalnum() else "-" for ch in result["device_name"].lower()).strip("-")
-    path = out / f"{slug}.json"
-    path.write_text(json.dumps(result, indent=1, default=_plain) + "\n")
-    path.with_suffix(".md").write_text(markdown_table(result))
+    slug = "".join(ch if ch.isalnum() else "-" for ch in name.lower()).strip("-")
+    path = Path(cfg.out_dir) / f"{slug}.json"
+    result = json.loads(path.read_text()) if path.exists() else {}
+    run = {"config": asdict(cfg), "machine": {**machine_info(), "transformers": transformers.__version__,
+                                              "cuda": torch.version.cuda if device.type == "cuda" else None}}
+    result.update(device=str(device), device_name=name, **run)
+    makers = {"lossless": lossless_section, "bench": bench_section, "divergence": divergence_section,
+              "calibration": calibration_section}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    for section in [s for s in SECTIONS if s in cfg.sections]:
+        rows = makers[section](cfg, device)
+        if section == "bench":
+            rows, result["notes"] = rows
+        result[section] = rows
+        result.setdefault("runs", {})[section] = run
+        path.write_text(json.dumps(result, indent=1, default=_plain) + "\n")     # after each section: an
+        path.with_suffix(".md").write_text(markdown_table(result))               # interrupted run keeps it
     return path
 
 
@@ -221,33 +238,58 @@ def _fmt(value, spec: str = ".2f") -> str:
 
 
 def markdown_table(result: dict) -> str:
-    """The run as Markdown: the lossless rows, then the benchmark (speedup with its min–max over repetitions)."""
+    """The run as Markdown: the lossless rows, the benchmark (speedup with its min–max over repetitions), where a
+    reduced precision left the plain loop, and the calibration (costs, α, predicted beside measured)."""
     lines = [f"### {result['device_name']} ({result['device']}), torch {result['machine']['torch']}, "
-             f"transformers {result['machine']['transformers']}", "",
-             "| family | dtype | drafters | runs identical to the plain loop | not run on this device |",
-             "|---|---|---|---|---|"]
-    for r in result["lossless"]:
-        lines.append(f"| {r['family']} | {r['dtype']} | {r['drafters']} | {r['identical']} / {r['runs']} | "
-                     f"{'; '.join(r['not_run']) or '–'} |")
-    lines += ["", "| dtype | prompts | method | ms/token | speedup (min–max) | acceptance | tokens/step | "
-              "identical |", "|---|---|---|---|---|---|---|---|"]
-    for r in result["bench"]:
-        spread = f"{_fmt(r['speedup'])}× ({_fmt(r['speedup_min'])}–{_fmt(r['speedup_max'])})"
-        lines.append(f"| {r['dtype']} | {r['source']} | {r['method']} | {_fmt(r['ms_per_token'])} | {spread} | "
-                     f"{_fmt(r['acceptance'])} | {_fmt(r['tokens_per_step'])} | {r['identical']} |")
-    split = [r for r in result.get("divergence", []) if r["position"] is not None]
-    if result.get("divergence"):
-        lines += ["", f"Reduced precision: {len(split)} of {len(result['divergence'])} greedy runs of the shipped "
-                  "draft left the plain loop's tokens in the same precision."]
+             f"transformers {result['machine']['transformers']}"]
+    if result.get("lossless"):
+        lines += ["", "| family | dtype | drafters | runs identical to the plain loop | not run on this device |",
+                  "|---|---|---|---|---|"]
+        lines += [f"| {r['family']} | {r['dtype']} | {r['drafters']} | {r['identical']} / {r['runs']} | "
+                  f"{'; '.join(r['not_run']) or '–'} |" for r in result["lossless"]]
+    if result.get("bench"):
+        lines += ["", "| dtype | prompts | method | ms/token | speedup (min–max) | acceptance | tokens/step | "
+                  "identical |", "|---|---|---|---|---|---|---|---|"]
+        for r in result["bench"]:
+            spread = f"{_fmt(r['speedup'])}× ({_fmt(r['speedup_min'])}–{_fmt(r['speedup_max'])})"
+            lines.append(f"| {r['dtype']} | {r['source']} | {r['method']} | {_fmt(r['ms_per_token'])} | {spread} | "
+                         f"{_fmt(r['acceptance'])} | {_fmt(r['tokens_per_step'])} | {r['identical']} |")
+    lines += _divergence_lines(result.get("divergence", []))
+    lines += _calibration_lines(result.get("calibration", []))
+    lines += [f"\n{n}" for n in result.get("notes", [])]
+    return "\n".join(lines) + "\n"
+
+
+def _divergence_lines(rows: list[dict]) -> list[str]:
+    split = [r for r in rows if r["position"] is not None]
+    if not rows:
+        return []
+    lines = ["", f"Reduced precision: {len(split)} of {len(rows)} greedy runs of the shipped draft left the plain "
+             "loop's tokens in the same precision."]
     if split:
         lines += ["", "| dtype | prompts | first different new token | plain loop | speculative | one-forward argmax | "
                   "top-2 logit gap | one rounding step |", "|---|---|---|---|---|---|---|---|"]
-        for r in split:
-            lines.append(f"| {r['dtype']} | {r['source']} | {r['position']} of {r['new_tokens']} | "
-                         f"{r['plain_token']} | {r['spec_token']} | {r['prefix_argmax']} | "
-                         f"{_fmt(r['top2_gap'], '.3g')} | {_fmt(r['rounding_step'], '.3g')} |")
-    lines += [f"\n{n}" for n in result["notes"]]
-    return "\n".join(lines) + "\n"
+        lines += [f"| {r['dtype']} | {r['source']} | {r['position']} of {r['new_tokens']} | {r['plain_token']} | "
+                  f"{r['spec_token']} | {r['prefix_argmax']} | {_fmt(r['top2_gap'], '.3g')} | "
+                  f"{_fmt(r['rounding_step'], '.3g')} |" for r in split]
+    return lines
+
+
+def _calibration_lines(rows: list[dict]) -> list[str]:
+    if not rows:
+        return []
+    lines = ["", "| model | dtype | plain ms/token | c at 75 / 50 / 25 % of blocks kept | c_v at γ = 1 / 4 / 8 | "
+             "draft set: kept, c, α | γ | predicted | measured (min–max) |", "|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        c = {round(d["kept"], 2): d["c"] for d in r["draft_costs"] if d["label"] != "draft set"}
+        c_v = {v["gamma"]: v["c_v"] for v in r["verify_costs"]}
+        s = r["summary"]
+        lines.append(f"| {r['model']} | {r['dtype']} | {_fmt(r['plain_ms'])} | "
+                     f"{' / '.join(_fmt(c.get(k)) for k in (0.75, 0.5, 0.25))} | "
+                     f"{' / '.join(_fmt(c_v.get(g)) for g in (1, 4, 8))} | {_fmt(s['kept'])}, {_fmt(s['c'])}, "
+                     f"{_fmt(s['alpha'])} | {s['gamma']} | {_fmt(s['predicted_speedup'])}× | "
+                     f"{_fmt(s['measured_speedup'])}× ({_fmt(s['measured_min'])}–{_fmt(s['measured_max'])}) |")
+    return lines
 
 
 def export_prompts(folder: str | Path, sources: Sequence[str], n: int, seed: int = 0) -> list[Path]:
@@ -269,15 +311,16 @@ def main(argv: Sequence[str] | None = None) -> Path:
     parser = argparse.ArgumentParser(prog="python -m labkit device-bench", description=__doc__.split("\n\n")[0])
     parser.add_argument("--device", default="auto", help="cpu, cuda, cuda:N, mps or auto (default)")
     parser.add_argument("--quick", action="store_true", help="tiny sizes: check that everything runs")
-    parser.add_argument("--no-calibration", action="store_true", help="skip the calibration section")
+    parser.add_argument("--sections", nargs="+", choices=SECTIONS, default=None,
+                        help="run only these sections (default: all); the others keep an earlier run's rows")
     parser.add_argument("--out-dir", default=None, help="where to write (default data/bench/device)")
     parser.add_argument("--sources", nargs="+", default=None,
                         help="prompt sources: stdlib, packages, stdlib-long, packages-long or .jsonl/.txt files")
     parser.add_argument("--export-prompts", metavar="FOLDER", default=None,
                         help="only write the benchmark's prompts of --sources to FOLDER/<source>.jsonl, then stop")
     args = parser.parse_args(argv)
-    cfg = (DeviceBenchConfig.quick if args.quick else DeviceBenchConfig)(device=args.device,
-                                                                         calibration=not args.no_calibration)
+    sections = tuple(args.sections) if args.sections else SECTIONS
+    cfg = (DeviceBenchConfig.quick if args.quick else DeviceBenchConfig)(device=args.device, sections=sections)
     if args.sources:
         cfg.sources = tuple(args.sources)
     if args.out_dir:
