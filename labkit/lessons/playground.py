@@ -5,12 +5,14 @@ import html
 import time
 from collections.abc import Callable
 from dataclasses import replace
+from functools import partial
 
 import numpy as np
 import torch
 
 from ..artifacts.models import load_model
 from ..artifacts.prompts import benchmark_prompts, source_label
+from ..core.devices import dtype_name, model_device, model_dtype, resolve_device, resolve_dtype
 from ..measure.grid import measure_live
 from ..measure.grid_results import PlaygroundGrid, Setting
 from ..viz.playground import PANELS, axis_ranges, figure_title, fmt, panel_errors, panel_xy, playground_figure
@@ -59,8 +61,10 @@ _WEIGHTS_TIP = {"fp32": "the draft reads the model's own weights",
                 "int8": "the draft reads int8 copies of the linear weights (verification keeps the model's own)"}
 
 
-def _load_for_live(name: str):
-    return load_model(name)
+def _live_loader(device, dtype) -> Callable:
+    """``load_model`` on ``device`` in ``dtype``, both checked now (a bad name fails here, not at the click)."""
+    resolve_device(device), resolve_dtype(dtype)
+    return partial(load_model, device=device, dtype=dtype)
 
 
 def _other_weights_html(grid: PlaygroundGrid, s: Setting) -> str:
@@ -82,19 +86,23 @@ class Playground:
     curve, the star and the readout show, and what "run live" measures).
 
     ``grids``: one :class:`PlaygroundGrid` or a dict name → grid (the model toggle's options).
-    ``loader(name) -> (model, tokenizer)`` is used by "run live" (default :func:`labkit.load_model`;
-    the grid's ``model`` field is the name passed). ``live_source``: the prompts "run live" measures on: "grid"
+    ``loader(name) -> (model, tokenizer)`` is used by "run live" (default :func:`labkit.load_model` on ``device``
+    in ``dtype``, None: the CPU, fp32; the grid's ``model`` field is the name passed; give a loader or
+    ``device``/``dtype``, not both). A live point records the device and precision it ran in. ``live_source``: the
+    prompts "run live" measures on: "grid"
     (the grid's own), or any source of :func:`labkit.prompts` ("stdlib", "packages", a .txt/.jsonl file).
     """
 
     def __init__(self, grids, *, model: str | None = None, loader: Callable | None = None,
-                 live_prompts: int = 2, live_tokens: int = 48, live_source="grid"):
+                 live_prompts: int = 2, live_tokens: int = 48, live_source="grid", device=None, dtype=None):
         if isinstance(grids, PlaygroundGrid):
             grids = {grids.name: grids}
         if not grids:
             raise ValueError("Playground needs at least one grid")
         self.grids: dict[str, PlaygroundGrid] = dict(grids)
-        self.loader = loader or _load_for_live
+        if loader is not None and (device is not None or dtype is not None):
+            raise ValueError("give loader or device/dtype, not both: a loader places its own models")
+        self.loader = loader or _live_loader(device, dtype)
         self.live_prompts, self.live_tokens, self.live_source = live_prompts, live_tokens, live_source
         if live_source != "grid":
             benchmark_prompts(live_prompts, source=live_source)            # a bad source fails here, not at the click
@@ -278,7 +286,9 @@ class Playground:
         if not live:
             return ""
         p = live[-1]
-        return (f"<br><b>live run</b> ({p['n_prompts']} prompts × {p['max_new_tokens']} tokens, "
+        where = "" if (p.get("device", "cpu"), p.get("dtype", "fp32")) == ("cpu", "fp32") else \
+            f"{p['device']}, {p['dtype']}, "
+        return (f"<br><b>live run</b> ({p['n_prompts']} prompts × {p['max_new_tokens']} tokens, {where}"
                 f"{p['measured_at']}): speedup {fmt(p['speedup'])}× ({fmt(p['speedup_min'])}–"
                 f"{fmt(p['speedup_max'])}) = {fmt(p['vs_grid'])} × the grid's, accepted / drafted "
                 f"{fmt(p['acceptance_rate'])}, {fmt(p['tokens_per_step'])} tokens/step")
@@ -318,6 +328,7 @@ class Playground:
                 point = measure_live(model, tokenizer, grid.skip_set(s.ratio), s, self._live_texts(grid),
                                      max_new_tokens=self.live_tokens, cost_model=grid.cost_model_for(s.draft_weights))
                 point["prompts"] = "grid" if self.live_source == "grid" else source_label(self.live_source)
+                point["device"], point["dtype"] = str(model_device(model)), dtype_name(model_dtype(model))
         except Exception as err:
             self.status.value = f"<span style='color:#d62728'>live run failed: {html.escape(repr(err))}</span>"
             raise

@@ -2,9 +2,11 @@
 
     python -m labkit bench            # default size (about 10 minutes on 2 CPU cores)
     python -m labkit bench --quick    # about a minute: for tests and notebooks
+    python -m labkit bench --models path/to/checkpoint --device cuda --dtype bf16 --out results/bench-gpu
 
-Everything runs in one process, warm, batch 1, one thread by default, *interleaved*: for each
-repetition and each prompt, every method runs once in turn (A B C ... A B C ...), so a slow
+Every model runs on ``--device`` in ``--dtype`` (default: the CPU, fp32); greedy rows are checked against the plain
+loop in that same precision. Everything runs in one process, warm, batch 1, one thread by default, *interleaved*:
+for each repetition and each prompt, every method runs once in turn (A B C ... A B C ...), so a slow
 patch of the shared machine hits all methods alike. For each method: ms per generated token
 (median over repetitions, with min/max), speedup vs ``model.generate`` and vs labkit's own plain
 loop, acceptance (accepted/drafted), tokens per step, and for labkit's speculative rows the
@@ -37,6 +39,7 @@ from ..artifacts.models import load_model, model_folder
 from ..artifacts.prompts import benchmark_prompts, source_info, source_label
 from ..artifacts.results import skip_set_for
 from ..core.decoding import speculative_generate
+from ..core.devices import device_name, dtype_name, model_device, model_dtype, resolve_device, resolve_dtype
 from ..core.draft_weights import DRAFT_WEIGHTS
 from ..core.policies import AdaptiveThreshold, StaticThreshold
 from .bench_methods import (
@@ -82,12 +85,14 @@ def _section(decoders: list[Decoder], prompt_ids, cfg: BenchConfig, desc: str) -
 
 
 def _load(cfg: BenchConfig) -> dict:
-    """The benchmark's models by name (the draft model only when its folder exists)."""
+    """The benchmark's models by name, on ``cfg.device`` in ``cfg.dtype`` (the draft model only when its folder
+    exists)."""
+    resolve_device(cfg.device), resolve_dtype(cfg.dtype)               # a bad name fails before any model is read
     loaded = {}
     for name in dict.fromkeys(list(cfg.models) + [cfg.draft_model]):
         if name == cfg.draft_model and not (model_folder(name) / "config.json").exists():
             continue
-        loaded[name] = load_model(name)
+        loaded[name] = load_model(name, device=cfg.device, dtype=cfg.dtype)
     return loaded
 
 
@@ -111,7 +116,10 @@ def run_benchmark(cfg: BenchConfig) -> dict:
     exit_layer = notes.get(cfg.models[0], {}).get("early_exit_layer")
     if cfg.early_exit_and_gate and exit_layer:
         profiles = early_exit_profiles(loaded[cfg.models[0]][0], prompt_ids, exit_layer, cfg.max_new_tokens)
-    return {"config": asdict(cfg), "machine": machine_info(), "prompt_source": source_info(cfg.prompt_source),
+    first = loaded[cfg.models[0]][0]
+    return {"config": asdict(cfg), "machine": machine_info(), "device": str(model_device(first)),
+            "device_name": device_name(model_device(first)), "dtype": dtype_name(model_dtype(first)),
+            "prompt_source": source_info(cfg.prompt_source),
             "strategies": run_strategy_section(cfg, loaded) if cfg.strategies else None,
             "prompts": [p.source for p in prompt_list], "notes": notes, "greedy": greedy_rows,
             "sampling": sampling_rows, "early_exit_profile": profiles, "seconds": round(clock.seconds, 1)}
@@ -158,10 +166,11 @@ def early_exit_profiles(model, prompt_ids: list[torch.Tensor], exit_layer: int, 
 
 
 def trace_overhead(model_name: str = "default", *, n_prompts: int = 4, max_new_tokens: int = 128, rounds: int = 5,
-                   seed: int = 0) -> dict:
+                   seed: int = 0, device=None, dtype=None) -> dict:
     """What recording the trace costs: the same self-speculative calls with ``record_trace`` on and off,
-    interleaved, median ms per token of each (tracing never changes the tokens; the tests check that)."""
-    model, tokenizer = load_model(model_name)
+    interleaved, median ms per token of each (tracing never changes the tokens; the tests check that); the model
+    on ``device`` in ``dtype`` (None: the CPU, fp32)."""
+    model, tokenizer = load_model(model_name, device=device, dtype=dtype)
     skip, _ = skip_set_for(model_name, model.config.num_hidden_layers)
     ids = [tokenizer(p.text, return_tensors="pt")["input_ids"] for p in benchmark_prompts(n_prompts, seed=seed)]
     ms = {True: [], False: []}
@@ -220,6 +229,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--draft-weights", nargs="*", choices=DRAFT_WEIGHTS,
                         help="extra strategy-section rows of the static sets with these draft weights "
                              "(default: int8; the flag with no value: no extra rows)")
+    parser.add_argument("--device", help="where the models run: cpu (default), cuda, cuda:N, mps or auto")
+    parser.add_argument("--dtype", help="their precision: fp32 (default), bf16 or fp16 (greedy rows are checked "
+                                        "against the plain loop in that precision)")
     parser.add_argument("--out", help="results folder (default data/bench)")
     parser.add_argument("--trace-overhead", action="store_true",
                         help="only measure what recording the trace costs (record_trace on vs off)")
@@ -243,7 +255,7 @@ def config_from_args(args) -> BenchConfig:
     """The :class:`BenchConfig` the command line asks for (``--quick``: :meth:`BenchConfig.quick`)."""
     given = {"models": tuple(args.models) if args.models else None, "n_prompts": args.prompts,
              "max_new_tokens": args.tokens, "repeats": args.repeats, "threads": args.threads, "out_dir": args.out,
-             "prompt_source": args.prompt_source,
+             "prompt_source": args.prompt_source, "device": args.device, "dtype": args.dtype,
              "strategy_sources": tuple(args.strategy_sources) if args.strategy_sources else None,
              "draft_weights": tuple(args.draft_weights) if args.draft_weights is not None else None}
     overrides = {k: v for k, v in given.items() if v is not None}
@@ -257,7 +269,8 @@ def report(result: dict, cfg: BenchConfig) -> str:
     """What ``python -m labkit bench`` prints: the machine, the skip sets, every section's table."""
     machine = result["machine"]
     cpu = f" ({machine['cpu_model']}; {', '.join(machine['cpu_flags'])})" if machine.get("cpu_model") else ""
-    out = [f"\nMachine: {machine['processor']}{cpu}, {cfg.threads} thread(s), torch {machine['torch']}"]
+    out = [f"\nMachine: {machine['processor']}{cpu}, {cfg.threads} thread(s), torch {machine['torch']}; models on "
+           f"{result.get('device_name', 'cpu')} in {result.get('dtype', 'fp32')}"]
     out += [f"{name}: skip set {n['skip_set']} ({n['skip_ratio']:.0%} of sub-layers; from {n['skip_source']})"
             for name, n in result["notes"].items()]
     if result["greedy"]:
@@ -281,7 +294,7 @@ def main(argv: list[str] | None = None) -> None:
     args = _parser().parse_args(argv)
     torch.set_num_threads(args.threads or BenchConfig.threads)
     if args.trace_overhead:
-        print(json.dumps(trace_overhead(), indent=2))
+        print(json.dumps(trace_overhead(device=args.device, dtype=args.dtype), indent=2))
         return
     cfg = config_from_args(args)
     result = run_benchmark(cfg)

@@ -33,6 +33,9 @@ __all__ = ["BenchConfig", "build_methods", "early_exit_and_gate_methods", "jacob
 @dataclass
 class BenchConfig:
     models: tuple[str, ...] = ("default", "plain")
+    device: str = "cpu"                 # where every model runs: "cpu", "cuda", "cuda:N", "mps" or "auto"
+    dtype: str = "fp32"                 # their precision: "fp32", "bf16" or "fp16" (identity: against the plain
+                                        # loop in the same precision)
     draft_model: str = "draft"          # separate small draft (skipped when absent)
     n_prompts: int = 6
     max_new_tokens: int = 128
@@ -68,10 +71,11 @@ class BenchConfig:
 
 
 def hf_method(label: str, model_name: str, model, **generate_kwargs) -> Decoder:
-    """A row of transformers' greedy ``model.generate`` (with ``generate_kwargs``: one of its built-in drafters)."""
+    """A row of transformers' greedy ``model.generate`` (with ``generate_kwargs``: one of its built-in drafters); its
+    ids fed on the model's device and returned on the prompt's, as labkit's decoders return theirs."""
     def run(ids, max_new):
-        return model.generate(ids, max_new_tokens=max_new, do_sample=False,
-                              pad_token_id=model.generation_config.pad_token_id, **generate_kwargs)
+        return model.generate(ids.to(model.device), max_new_tokens=max_new, do_sample=False,
+                              pad_token_id=model.generation_config.pad_token_id, **generate_kwargs).to(ids.device)
     return Decoder(Method("generate", f"{model_name}: {label}", model_name,
                           "transformers" if generate_kwargs else "baseline"), run)
 
@@ -92,7 +96,7 @@ def _best_early_exit_layer(model, ids, max_new: int) -> int:
     for layer in sorted({max(1, n // 4), n // 2, max(1, 3 * n // 4)}):
         times = []
         for _ in range(2):
-            _, sec = timed(lambda: model.generate(ids, max_new_tokens=max_new, do_sample=False,
+            _, sec = timed(lambda: model.generate(ids.to(model.device), max_new_tokens=max_new, do_sample=False,
                                                    assistant_early_exit=layer,
                                                    pad_token_id=model.generation_config.pad_token_id))
             times.append(sec)

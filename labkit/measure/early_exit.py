@@ -106,7 +106,8 @@ def hf_early_exit_profile(model, input_ids: torch.Tensor, exit_layer: int, max_n
     profile = CallProfile()
     with profiling_calls(model, profile):
         t0 = clock()
-        out = model.generate(input_ids, max_new_tokens=max_new_tokens, do_sample=False, assistant_early_exit=exit_layer,
+        out = model.generate(input_ids.to(model.device), max_new_tokens=max_new_tokens, do_sample=False,
+                             assistant_early_exit=exit_layer,
                              pad_token_id=model.generation_config.pad_token_id)
         profile.total_s = clock() - t0
     profile.new_tokens = out.shape[1] - input_ids.shape[1]

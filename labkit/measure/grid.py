@@ -388,6 +388,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--cost-model-repeats", type=int, default=GridConfig.cost_model_repeats,
                    help="repeats of the cost-model timings (0: analytic limit from the trace timings)")
     p.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
+    p.add_argument("--device", default=None, help="where the model runs: cpu (default), cuda, cuda:N, mps or auto")
+    p.add_argument("--dtype", default=None, help="its precision: fp32 (default), bf16 or fp16")
     return p
 
 
@@ -402,7 +404,7 @@ def main(argv: Sequence[str] | None = None) -> Path:
                      plain_every=args.plain_every, repeats=args.repeats,
                      showcase_model=None if args.showcase_model in (None, "none") else args.showcase_model,
                      max_ratio=args.max_ratio, cost_model_repeats=args.cost_model_repeats)
-    model, tokenizer = load_model(args.model)
+    model, tokenizer = load_model(args.model, device=args.device, dtype=args.dtype)
     command = "python -m labkit grid " + " ".join(shlex.quote(a) for a in argv)
     grid = compute_grid(model, tokenizer, model_name=args.model, config=cfg, search_dir=args.search_dir,
                         command=command.strip())

@@ -226,6 +226,22 @@ def test_run_live_on_outside_prompts(grid):
     with pytest.raises(ValueError, match="source must be"):
         pgl.Playground({"tiny": grid}, model="tiny", live_source="pypi")
 
+def test_run_live_in_bf16_loads_the_model_in_bf16(grid):
+    """``Playground(..., device=, dtype=)``: "run live" loads the grid's model there, and its point says so."""
+    import torch
+
+    p = pgl.Playground({"tiny": grid}, model="tiny", live_prompts=1, live_tokens=4, device="cpu", dtype="bf16")
+    point = p.run_live()
+    model, _ = p._loaded["tiny"]
+    assert next(model.parameters()).dtype == torch.bfloat16
+    assert (point["device"], point["dtype"]) == ("cpu", "bf16") and point["identical_to_plain"] is True
+    assert "live run</b> (1 prompts × 4 tokens, cpu, bf16," in p.readout.value
+    with pytest.raises(ValueError, match="dtype must be one of"):
+        pgl.Playground({"tiny": grid}, model="tiny", dtype="int4")            # at construction, not at the click
+    with pytest.raises(ValueError, match="give loader or device/dtype, not both"):
+        pgl.Playground({"tiny": grid}, model="tiny", loader=lambda name: None, dtype="bf16")
+
+
 def test_tables_of_the_notebook(grid):
     paper = pgl.presets(grid)["paper's setting"]
     rows = grid.ratio_frame(paper)
