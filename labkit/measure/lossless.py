@@ -48,6 +48,8 @@ def random_heads(model, n_heads: int = 2, *, scale: float = 0.3, seed: int = 0) 
     with torch.no_grad():
         for block in heads.blocks:
             block.weight.copy_(scale * torch.randn(block.weight.shape, generator=generator))
+            if block.bias is not None:
+                block.bias.copy_(scale * torch.randn(block.bias.shape, generator=generator))
     return heads.eval().requires_grad_(False)
 
 

@@ -9,6 +9,7 @@ from labkit.core.decoding import autoregressive_generate, speculative_generate
 from labkit.core.medusa import HeadsDrafter, MedusaHeads, lm_logits, model_signature, predecessor_hidden
 from labkit.core.policies import FixedK, StaticThreshold
 from labkit.core.tree_shapes import MEDUSA_CHOICES
+from labkit.measure.lossless import random_heads as random_medusa_heads
 
 from exact_sampling import (
     PROMPT,
@@ -24,13 +25,7 @@ from tiny_models import ARCHITECTURES, tiny_model
 
 
 def random_heads(model, n_heads: int = 3, *, scale: float = 0.5, seed: int = 0) -> MedusaHeads:
-    heads = MedusaHeads(model.config.hidden_size, n_heads)
-    generator = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for block in heads.blocks:
-            block.weight.copy_(scale * torch.randn(block.weight.shape, generator=generator))
-            block.bias.copy_(scale * torch.randn(block.bias.shape, generator=generator))
-    return heads.eval().requires_grad_(False)
+    return random_medusa_heads(model, n_heads, scale=scale, seed=seed)
 
 
 class CheckedDrafter(HeadsDrafter):
