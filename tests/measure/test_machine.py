@@ -23,3 +23,12 @@ def test_cpu_model_without_cpuinfo_is_empty_and_machine_info_still_complete(tmp_
     assert cpu_model(tmp_path / "missing") == {}
     info = machine_info()
     assert {"platform", "python", "torch", "torch_threads", "cpu_count"} <= set(info)
+
+
+def test_machine_info_names_the_accelerators():
+    import torch
+
+    info = machine_info()
+    assert isinstance(info["accelerators"], list)
+    if not torch.cuda.is_available():
+        assert all(name == "mps" for name in info["accelerators"])
