@@ -1,12 +1,15 @@
-"""The README's two benchmark tables, printed from a benchmark run's bench.json (default: the committed data/bench/),
-so that every number the README quotes from the run can be regenerated, not retyped.
+"""The README's benchmark tables, printed from a benchmark run's bench.json (default: the committed data/bench/), so
+that every number the README quotes from the run can be regenerated, not retyped: the greedy section (when the run
+has one), the strategy section per pair of prompt sources the run has (stdlib / packages, and their long variants),
+and the shipped draft's chain beside its trees, cascades and Medusa heads (issue 29) with tokens per verify, c, c_v
+and the analytic limit. A run without some of these rows (an older file, or ``--only-strategies``) prints what it has.
 
     python docs/notes/readme_bench_tables.py [path/to/bench.json]
 """
 import sys
 from pathlib import Path
 
-from labkit.measure.bench_results import load_results
+from labkit.measure.bench_results import drafter_rows, load_results
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -84,27 +87,66 @@ def greedy_table(result: dict) -> list[str]:
     return lines
 
 
-def strategy_table(result: dict) -> list[str]:
+#: The strategy table's pairs of prompt sources (columns): the short prompts, then the long ones.
+SOURCE_PAIRS = (("stdlib", "packages"), ("stdlib-long", "packages-long"))
+
+
+def strategy_table(result: dict, sources: tuple[str, str] = SOURCE_PAIRS[0]) -> list[str]:
     rows = {(r["prompts"], r["method"].split(": ", 1)[1]): r for r in result["strategies"]["rows"]}
     lines = []
     for label, name in STRATEGY_ROWS:
-        if ("stdlib", name) not in rows:                     # a row this run did not have (an older run)
+        if not all((source, name) in rows for source in sources):     # a row this run did not have (an older run)
             continue
         cells = []
-        for source in ("stdlib", "packages"):
+        for source in sources:
             row, lookup = rows[(source, name)], rows.get((source, name + " + prompt lookup"))
             cells += [f"{row['speedup']:.2f} ({row['acceptance']:.2f})",
                       f"{lookup['speedup']:.2f}" if lookup else "–"]
-        select = [100 * rows[(s, name)]["select_share"] for s in ("stdlib", "packages")]
+        select = [100 * rows[(s, name)]["select_share"] for s in sources]
         select_text = f"{select[0]:.1f}" if round(select[0], 1) == round(select[1], 1) else \
             f"{select[0]:.1f} / {select[1]:.1f}"
         lines.append(f"| {label} | " + " | ".join(cells) + f" | {select_text} |")
     return lines
 
 
+def drafter_table(result: dict) -> list[str]:
+    """One line per prompt source and drafter row (the shipped draft's chain, trees, cascades, Medusa heads): x the
+    plain loop (min-max over repetitions), x the chain, accepted / drafted, tokens per verify, c, c_v, the analytic
+    limit and measured / limit; no lines for a run without them."""
+    lines = []
+    for r in drafter_rows(result["strategies"]["rows"]):
+        name = r["method"].split(": ", 1)[1]
+        lines.append(f"| {r['prompts']} | {name} | {cell([r], 'speedup', '.2f')} "
+                     f"({cell([r], 'speedup_min', '.2f')}–{cell([r], 'speedup_max', '.2f')}) | "
+                     f"{cell([r], 'vs_chain', '.2f')} | {cell([r], 'acceptance', '.2f')} | "
+                     f"{cell([r], 'tokens_per_step', '.2f')} | {cell([r], 'c', '.2f')} | {cell([r], 'c_v', '.2f')} | "
+                     f"{cell([r], 'limit', '.2f')} | {cell([r], 'measured_over_limit', '.2f')} | "
+                     f"{'yes' if r.get('identical') is True else 'NO'} |")
+    return lines
+
+
+def tables(result: dict) -> list[str]:
+    """Every table the run has rows for, each after a blank line."""
+    out = []
+    if result["greedy"]:
+        out += [""] + greedy_table(result)
+    if result.get("strategies"):
+        present = {r["prompts"] for r in result["strategies"]["rows"]}
+        for pair in SOURCE_PAIRS:
+            if set(pair) <= present:
+                out += ["", f"strategies: {' / '.join(pair)} prompts"] + strategy_table(result, pair)
+        drafters = drafter_table(result)
+        if drafters:
+            out += ["", "| prompts | drafter | x plain loop (min–max) | x chain | accepted / drafted | tokens / verify "
+                    "| c | c_v | limit | measured / limit | output identical |",
+                    "|---|---|---|---|---|---|---|---|---|---|---|"] + drafters
+    return out
+
+
 if __name__ == "__main__":
     path = Path(sys.argv[1]) if len(sys.argv) > 1 else REPO / "data" / "bench" / "bench.json"
     result = load_results(path)
-    plain = next(r for r in result["greedy"] if r["method"] == "default: labkit plain loop")
-    print(f"{path}: {result['seconds']:.0f} s, plain loop {plain['ms_per_token']:.2f} ms/token\n")
-    print("\n".join(greedy_table(result)) + "\n\n" + "\n".join(strategy_table(result)))
+    plain = next((r for r in result["greedy"] if r["method"] == "default: labkit plain loop"), None)
+    print(f"{path}: {result['seconds']:.0f} s" + (f", plain loop {plain['ms_per_token']:.2f} ms/token" if plain
+                                                   else ""))
+    print("\n".join(tables(result)))

@@ -19,11 +19,12 @@ import torch
 from ..core.architectures import SUPPORTED_ARCHITECTURES, check_supported
 from ..core.devices import resolve_device, resolve_dtype
 from ..core.draft_head import DraftHead
+from ..core.medusa import MedusaHeads
 from .paths import MODELS_DIR
 
 __all__ = ["load_model", "SHIPPED_MODELS", "model_folder", "model_id", "model_key", "fingerprint",
            "ModelIdentity", "identify", "load_draft_model", "load_draft_head", "draft_head_folder", "random_model",
-           "family_config", "FAMILIES"]
+           "family_config", "FAMILIES", "medusa_heads_folder", "load_medusa_heads"]
 
 #: Models trained by this lab and shipped in data/models/.
 SHIPPED_MODELS = ("default", "plain", "draft")
@@ -224,6 +225,18 @@ def load_draft_head(name_or_path: str | os.PathLike = "default") -> DraftHead:
     except FileNotFoundError as error:
         raise FileNotFoundError(f"{error}; fit one with `python -m labkit.train_draft_head --model "
                                 f"{name_or_path}`") from None
+
+
+def medusa_heads_folder(name_or_path: str | os.PathLike = "default") -> Path:
+    """Where a model's Medusa heads live: ``<model folder>/medusa_heads`` (``python -m labkit train-heads``)."""
+    return model_folder(name_or_path) / "medusa_heads"
+
+
+def load_medusa_heads(name_or_path: str | os.PathLike, model) -> MedusaHeads:
+    """The Medusa heads fitted for a model (shipped name or folder), checked against ``model`` (ValueError if they
+    belong to another), for ``HeadsDrafter(model, heads)``; FileNotFoundError saying how to fit them when the model
+    has none."""
+    return MedusaHeads.load(medusa_heads_folder(name_or_path), model)
 
 
 def model_id(name) -> str:

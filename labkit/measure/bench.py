@@ -21,7 +21,13 @@ Skip strategies (on by default, ``--no-strategies`` leaves them out): a section 
 interleaved on its own: the plain loop, ``generate``, the model's static sets and every strategy of
 :func:`labkit.skip_strategy`, each with and without prompt lookup, the time spent choosing sets shown separately
 ("select %" of decode time); the static sets once more with int8 draft weights (``draft_weights``: the draft
-reads int8 copies of the kept blocks' weights, verification the model's own, so the output is unchanged).
+reads int8 copies of the kept blocks' weights, verification the model's own, so the output is unchanged); then the
+model's shipped draft (:func:`labkit.best_config`) drafting one continuation (the chain), growing trees
+(``--no-trees`` leaves them out), atop cascades (prompt lookup and the dynamic controller, ``--no-cascades``) and the
+model's Medusa heads (chain and tree, ``--no-heads``; none when it has none), each checked token-identical to the
+plain loop and tabled once more beside the chain with tokens per verify, c, c_v and the analytic limit. The long
+sources (stdlib-long, packages-long: a few hundred tokens of file text before each function) fit the lab's models'
+512 positions with 128 new tokens and a draft's overshoot (:mod:`labkit.artifacts.prompts`).
 ``--prompt-source`` picks the prompts of the main greedy and sampling sections (stdlib, packages, their long
 variants stdlib-long and packages-long, or a file).
 """
@@ -52,13 +58,13 @@ from .bench_methods import (
     sampling_methods,
     skip_strategy_methods,
 )
-from .bench_results import format_profiles, format_strategy_table, format_table, load_results
+from .bench_results import format_drafter_table, format_profiles, format_strategy_table, format_table, load_results
 from .early_exit import CallProfile, hf_early_exit_profile, labkit_early_exit_profile
 from .harness import Decoder, Runs, Stopwatch, run_interleaved, summarise, timed
 from .machine import machine_info
 
 __all__ = ["BenchConfig", "run_benchmark", "summarise_by_model", "load_results", "trace_overhead", "format_table",
-           "format_strategy_table", "jacobi_methods", "write_results", "main"]
+           "format_strategy_table", "format_drafter_table", "jacobi_methods", "write_results", "main"]
 
 
 def summarise_by_model(runs: Runs) -> list[dict]:
@@ -248,6 +254,9 @@ _SWITCHES = {
     "--no-strategies": ("strategies", False, "leave out the skip-strategy section"),
     "--only-strategies": ("only_strategies", True, "run the skip-strategy section alone"),
     "--no-draft-head": ("draft_head", False, "leave out the strategy-section rows with the model's draft head"),
+    "--no-trees": ("trees", (), "leave out the strategy-section rows of the shipped draft's trees (its chain stays)"),
+    "--no-cascades": ("cascades", (), "leave out the strategy-section rows of cascades under the shipped draft"),
+    "--no-heads": ("heads", (), "leave out the strategy-section rows of the model's Medusa heads"),
 }
 
 
@@ -282,6 +291,11 @@ def report(result: dict, cfg: BenchConfig) -> str:
         out.append(f"\nSkip strategies (greedy, static threshold {cfg.static_threshold}; select% = time choosing "
                    f"sets / decode time)" + format_strategy_table(section["rows"]))
         out += [f"{label} prompts: {info}" for label, info in section["sources"].items()]
+        drafters = format_drafter_table(section["rows"])
+        if drafters:
+            out.append("\nThe shipped draft's chain, trees and cascades, and the Medusa heads (vs chain: the chain's "
+                       "ms per token / the row's; tok/verify: tokens emitted per verify; c, c_v: a drafted token's "
+                       "and a verify's cost, x a plain step)" + drafters)
     if result.get("early_exit_profile"):
         out.append(f"\nEarly exit at layer {result['notes'][cfg.models[0]]['early_exit_layer']}, same drafting rule, "
                    "where the time goes (ms per generated token in model calls that ran all layers / only the early "

@@ -4,7 +4,8 @@
 Every row gets its own policy (and strategy) object, made once: an adaptive one carries its state across the
 prompts, as Draft & Verify's evaluation does. Kinds: 'generate' (transformers' ``generate``, with or without a
 built-in assistant), 'plain' (labkit's plain loop), 'self-spec', 'early exit', 'separate model', 'jacobi',
-'strategy'.
+'strategy', and in the strategy section the shipped draft's 'tree', 'cascade' and 'medusa' rows beside its chain
+(:func:`tree_methods`, :func:`cascade_methods`, :func:`heads_methods`).
 """
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ..artifacts.models import load_draft_head, model_folder
+from ..artifacts.models import load_draft_head, load_medusa_heads, model_folder
 from ..artifacts.paths import BENCH_DIR
 from ..artifacts.results import best_config, skip_set_for
 from ..core.decoding import autoregressive_generate, speculative_generate
@@ -21,13 +22,16 @@ from ..core.draft_config import DraftConfig
 from ..core.early_exit import EarlyExitDrafter
 from ..core.gate import TargetConfidenceGate
 from ..core.jacobi import INITS, METHODS, jacobi_generate
+from ..core.medusa import HeadsDrafter
 from ..core.policies import AdaptiveThreshold, FixedK, StaticThreshold
-from ..core.tree_shapes import draft_tree
+from ..core.tree_shapes import MEDUSA_CHOICES, draft_tree
 from .adaptive import reference_sets, strategy_methods
+from .cascades import CHAIN, aggressive_level, cascade_decoders, cascade_makers
 from .harness import Decoder, Method, timed
 
 __all__ = ["BenchConfig", "build_methods", "early_exit_and_gate_methods", "jacobi_methods", "sampling_methods",
-           "skip_strategy_methods", "draft_head_methods", "tree_methods", "hf_method", "plain_method"]
+           "skip_strategy_methods", "draft_head_methods", "tree_methods", "cascade_methods", "heads_methods",
+           "shipped_draft", "hf_method", "plain_method"]
 
 
 @dataclass
@@ -61,6 +65,12 @@ class BenchConfig:
     draft_head: bool = True             # rows with the first model's draft head (when it has one), on its set
     trees: tuple = (("confidence", (("below", 0.6), ("siblings", 2))), ("dynamic", (("top_k", 2), ("nodes", 8))))
                                         # the shipped draft growing these trees (labkit.draft_tree), beside its chain
+    cascades: tuple[str, ...] = ("lookup > shipped", "lookup > aggressive > shipped, dynamic")
+                                        # the shipped draft atop these cascades (labels of measure.cascades'
+                                        # cascade_makers: the fastest of docs/notes/cascade_bench.py)
+    heads: tuple = (("chain", 0.0), ("chain", 0.3), ("tree", 0.0))
+                                        # the first model's Medusa heads, when it has them: (shape, stop q): the
+                                        # top-1 chain of every head (0) or up to the first q below it; Medusa's tree
     out_dir: str = str(BENCH_DIR)       # committed: the README quotes it
 
     @classmethod
@@ -230,17 +240,23 @@ def skip_strategy_methods(cfg: BenchConfig, loaded: dict) -> list[Decoder]:
                 policy=f"static threshold {cfg.static_threshold}", skip=label, weights=w or "", lookup=lookup,
                 run=lambda ids, n, m=model, s=strategy, p=policy, k=lookup, w=w: speculative_generate(
                     m, ids, skip=s, policy=p, max_new_tokens=n, lookup=k, draft_weights=w)))
-    return methods + draft_head_methods(cfg, name, model) + tree_methods(cfg, name, model)
+    return (methods + draft_head_methods(cfg, name, model) + tree_methods(cfg, name, model)
+            + cascade_methods(cfg, name, model) + heads_methods(cfg, name, model))
+
+
+def shipped_draft(name: str, model) -> DraftConfig:
+    """The model's shipped draft configuration (:func:`labkit.best_config`: set, weights, stop rule); a model without
+    search results: its skip set (:func:`labkit.artifacts.results.skip_set_for`), fp32, static 0.5."""
+    try:
+        return best_config(name)
+    except (FileNotFoundError, LookupError):
+        return DraftConfig(skip=skip_set_for(name, model.config.num_hidden_layers)[0])
 
 
 def tree_methods(cfg: BenchConfig, name: str, model) -> list[Decoder]:
-    """The model's shipped draft configuration (:func:`labkit.best_config`: set, weights, stop rule; a model without
-    search results: its skip set, fp32, static 0.5) drafting one continuation (the chain) and growing each of
-    ``cfg.trees`` (:func:`labkit.draft_tree`)."""
-    try:
-        config = best_config(name)
-    except (FileNotFoundError, LookupError):
-        config = DraftConfig(skip=skip_set_for(name, model.config.num_hidden_layers)[0])
+    """The model's shipped draft (:func:`shipped_draft`) drafting one continuation (the chain: the baseline of the
+    tree, cascade and heads rows) and growing each of ``cfg.trees`` (:func:`labkit.draft_tree`)."""
+    config = shipped_draft(name, model)
     methods = []
     for shape, options in (("chain", ()),) + tuple(cfg.trees):
         policy, kwargs = config.make_policy(), dict(options)
@@ -252,6 +268,57 @@ def tree_methods(cfg: BenchConfig, name: str, model) -> list[Decoder]:
             run=lambda ids, n, m=model, p=policy, s=shape, o=kwargs: speculative_generate(
                 m, ids, skip=config.skip, draft_weights=config.draft_weights, policy=p, max_new_tokens=n,
                 tree=draft_tree(s, **o))))
+    return methods
+
+
+def cascade_methods(cfg: BenchConfig, name: str, model) -> list[Decoder]:
+    """The shipped draft (:func:`shipped_draft`) as the top of each of ``cfg.cascades`` (CAS-Spec), built and run as
+    :mod:`labkit.measure.cascades` does (:func:`~labkit.measure.cascades.cascade_makers` under the shipped draft, with
+    :func:`~labkit.measure.cascades.aggressive_level` as the cheaper model level; a fresh cascade per call, so each
+    starts from the same estimates; the draft's own stop rule)."""
+    if not cfg.cascades:
+        return []
+    config = shipped_draft(name, model)
+    makers = cascade_makers(config, aggressive_level(config, model.config.num_hidden_layers))
+    known = [label for label in makers if label != CHAIN]
+    unknown = [label for label in cfg.cascades if label not in known]
+    if unknown:
+        raise ValueError(f"cascades {unknown} are not among labkit.measure.cascades' cascades {known}")
+    decoders = cascade_decoders(model, config, {label: makers[label] for label in cfg.cascades})
+    return [_spec("cascade", f"cascade: {d.method.label}", name, policy=f"{config.policy} {config.threshold:g}",
+                  skip="shipped draft", weights=config.draft_weights or "", run=d.run)
+            for d in decoders if d.method.kind == "cascade"]
+
+
+def heads_methods(cfg: BenchConfig, name: str, model) -> list[Decoder]:
+    """The model's Medusa heads (:func:`labkit.artifacts.models.load_medusa_heads`; none when it has none) drafting
+    as ``docs/notes/medusa_bench.py`` runs them, one row per ``cfg.heads`` entry (shape, stop q): "chain", the top-1
+    of every head (FixedK(K), stop q 0) or up to the first head whose top-1 q is below the stop q
+    (StaticThreshold); "tree", Medusa's choices (:data:`~labkit.core.tree_shapes.MEDUSA_CHOICES`, the paths the
+    heads reach). No draft forward: h comes from the previous verify."""
+    try:
+        heads = load_medusa_heads(model_folder(name), model) if cfg.heads else None
+    except FileNotFoundError:
+        heads = None
+    if heads is None:
+        return []
+    k, methods = heads.n_heads, []
+    choices = tuple(c for c in MEDUSA_CHOICES if len(c) <= k)
+    for shape, stop in cfg.heads:
+        if shape not in ("chain", "tree"):
+            raise ValueError(f"a Medusa heads row is 'chain' or 'tree', got {shape!r}")
+        drafter = HeadsDrafter(model, heads, choices if shape == "tree" else None)   # checks the heads once
+        if shape == "tree":
+            label, policy_label = f"Medusa heads, tree ({len(choices)} nodes)", f"fixed K {k}"
+        elif stop:
+            label, policy_label = f"Medusa heads, chain, stop q < {stop:g}", f"static threshold {stop:g}"
+        else:
+            label, policy_label = f"Medusa heads, chain (K={k})", f"fixed K {k}"
+        policy = StaticThreshold(stop, k) if shape == "chain" and stop else FixedK(k)
+        methods.append(_spec(
+            "medusa", label, name, policy=policy_label, skip="Medusa heads",
+            run=lambda ids, n, d=drafter, p=policy: speculative_generate(model, ids, drafter=d, policy=p,
+                                                                         max_new_tokens=n)))
     return methods
 
 

@@ -25,7 +25,7 @@ import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
-from ..artifacts.models import fingerprint, load_model, model_folder, model_key
+from ..artifacts.models import fingerprint, load_medusa_heads, load_model, medusa_heads_folder, model_key
 from ..artifacts.paths import CHECKPOINTS_DIR
 from ..core.medusa import MedusaHeads, model_signature
 from .draft_head import continuations, training_windows
@@ -51,14 +51,16 @@ class MedusaConfig:
 
 
 def heads_folder(name_or_path: str | Path = "default") -> Path:
-    """Where a model's heads live: ``<model folder>/medusa_heads`` (``python -m labkit train-heads``)."""
-    return model_folder(name_or_path) / "medusa_heads"
+    """Where a model's heads live: ``<model folder>/medusa_heads``
+    (:func:`labkit.artifacts.models.medusa_heads_folder`)."""
+    return medusa_heads_folder(name_or_path)
 
 
 def load_heads(name_or_path: str | Path, model) -> MedusaHeads:
     """The heads fitted for a model (shipped name or folder), checked against ``model`` (ValueError if they belong
-    to another); FileNotFoundError saying how to fit them when the model has none."""
-    return MedusaHeads.load(heads_folder(name_or_path), model)
+    to another); FileNotFoundError saying how to fit them when the model has none
+    (:func:`labkit.artifacts.models.load_medusa_heads`)."""
+    return load_medusa_heads(name_or_path, model)
 
 
 @torch.no_grad()

@@ -5,9 +5,12 @@ import math
 import pytest
 
 from labkit import SkipSet
-from labkit.artifacts.models import draft_head_folder
+from labkit.artifacts.models import draft_head_folder, load_medusa_heads, medusa_heads_folder
 from labkit.artifacts.paths import MODELS_DIR
 from labkit.measure import bench
+from labkit.measure.bench_methods import cascade_methods, heads_methods, skip_strategy_methods
+from labkit.measure.bench_results import drafter_rows, format_drafter_table
+from labkit.measure.lossless import random_heads
 from labkit.viz.bench import bench_figure
 
 from tiny_models import random_draft_head, tiny_model
@@ -29,6 +32,7 @@ def tiny_folders(tmp_path_factory):
         out[name] = str(root / name)
         if name == "target":                                    # a draft head, for the rows that use one
             random_draft_head(model, SkipSet(mlp=[1]), scale=0.1).save(draft_head_folder(root / name))
+            random_heads(model, n_heads=4, seed=1).save(medusa_heads_folder(root / name))   # the Medusa rows
     return out
 
 
@@ -62,10 +66,20 @@ def test_quick_benchmark_runs_every_method_and_checks_identity(tiny_folders, tmp
         assert any(n.endswith("shipped draft, chain") for n in names_here)                    # the trees' baseline
         assert {r["method"].split("shipped draft, ")[1].split(" tree")[0] for r in rows if r["kind"] == "tree"} == {
             "confidence", "dynamic"}
+        assert {r["method"].split(": ", 1)[1] for r in rows if r["kind"] == "cascade"} == {
+            "cascade: lookup > shipped", "cascade: lookup > aggressive > shipped, dynamic"}
+        assert {r["method"].split(": ", 1)[1] for r in rows if r["kind"] == "medusa"} == {
+            "Medusa heads, chain (K=4)", "Medusa heads, chain, stop q < 0.3", "Medusa heads, tree (10 nodes)"}
+        drafters = drafter_rows(rows)                       # the chain, then its trees, cascades and the heads
+        assert [r["kind"] for r in drafters] == ["strategy"] + ["tree"] * 2 + ["cascade"] * 2 + ["medusa"] * 3
+        assert drafters[0]["vs_chain"] == 1.0 and all(r["vs_chain"] > 0 for r in drafters)
+        assert all(r["tokens_per_step"] >= 1 and r["c_v"] > 0 and r["limit"] > 0 for r in drafters)
         for row in rows:
             assert row["identical"] is True, (source, row["method"])
         assert all(0 <= r["select_share"] < 1 for r in rows if r["family"] == "labkit")
     assert "select%" in bench.format_strategy_table(section["rows"])
+    table = format_drafter_table(section["rows"])
+    assert "c_v" in table and "tok/verify" in table and "Medusa heads, tree" in table and "stdlib prompts" in table
     paths = bench.write_results(result, tmp_path)
     assert json.loads(paths[0].read_text())["greedy"][0]["method"] == names[0]
     loaded = bench.load_results(paths[0])["greedy"]                    # NaN written as null, read back as NaN
@@ -75,6 +89,42 @@ def test_quick_benchmark_runs_every_method_and_checks_identity(tiny_folders, tmp
     assert fig.layout.title.text and fig.layout.xaxis.title.text and len(fig.data) >= 2
     assert ("speedup" in bench.format_table(result["greedy"]).splitlines()[0]
             or "vs gen" in bench.format_table(result["greedy"]))
+
+
+def test_drafter_rows_are_optional_and_switched_off(tiny_folders, tmp_path):
+    """--no-trees / --no-cascades / --no-heads leave those rows out (the chain stays); a model without Medusa heads
+    has no heads rows; a file written before the drafter rows reads as none."""
+    cfg = bench.config_from_args(bench._parser().parse_args(["--quick", "--no-trees", "--no-cascades", "--no-heads"]))
+    assert cfg.trees == () and cfg.cascades == () and cfg.heads == ()
+    model, tokenizer = bench.load_model(tiny_folders["target"])
+    cfg = bench.BenchConfig.quick(models=(tiny_folders["target"],), trees=(), cascades=(), heads=(),
+                                  strategy_names=(), draft_weights=(), draft_head=False)
+    kinds = [d.method.kind for d in skip_strategy_methods(cfg, {tiny_folders["target"]: (model, tokenizer)})]
+    assert "strategy" in kinds and not {"tree", "cascade", "medusa"} & set(kinds)
+    assert heads_methods(bench.BenchConfig.quick(), tiny_folders["small"], model) == []          # no heads there
+    assert load_medusa_heads(tiny_folders["target"], model).n_heads == 4
+    with pytest.raises(ValueError, match="cascade_bench|cascades"):
+        cascade_methods(bench.BenchConfig.quick(cascades=("no such cascade",)), tiny_folders["target"], model)
+    old = {"strategies": {"rows": [{"prompts": "stdlib", "method": "m: static: searched set", "kind": "strategy",
+                                    "ms_per_token": 1.0, "speedup": None}]}}
+    assert drafter_rows(old["strategies"]["rows"]) == [] and format_drafter_table([]) == ""
+
+
+def test_drafter_rows_on_long_prompts_are_the_plain_loops_tokens(tiny_folders):
+    """The strategy section on a long source (a few hundred tokens of file text before each function; the tiny
+    model has the shipped models' 512 positions): the chain, trees, cascades and heads rows stay identical."""
+    model, tokenizer = bench.load_model(tiny_folders["target"])
+    cfg = bench.BenchConfig.quick(models=(tiny_folders["target"],), strategy_sources=("stdlib-long",), n_prompts=1,
+                                  max_new_tokens=10, repeats=1, strategy_names=(), draft_weights=(), draft_head=False)
+    rows = bench.run_strategy_section(cfg, {tiny_folders["target"]: (model, tokenizer)})["rows"]
+    drafters = drafter_rows(rows)
+    assert {r["kind"] for r in drafters} == {"strategy", "tree", "cascade", "medusa"} and len(drafters) == 8
+    assert all(r["prompts"] == "stdlib-long" and r["identical"] is True for r in drafters)
+
+
+def test_committed_results_without_drafter_rows_still_read():
+    rows = (bench.load_results().get("strategies") or {}).get("rows", [])
+    assert isinstance(drafter_rows(rows), list) and isinstance(format_drafter_table(rows), str)
 
 
 def test_summary_arithmetic_per_model():
