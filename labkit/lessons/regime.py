@@ -22,7 +22,7 @@ from ..viz.widgets import as_widget, update_widget
 from .claims import join, num
 
 __all__ = ["BOUND_SHARE", "PAPER", "bound_of", "ceiling_sentence", "regime_sentence", "fixed_share",
-           "draft_cost_sentence", "verify_cost_sentence", "paper_sentence", "limit_sentence",
+           "draft_cost_sentence", "verify_cost_sentence", "kernel_sentence", "paper_sentence", "limit_sentence",
            "calibration_sentence", "budget_sentence", "LimitExplorer"]
 
 #: The share of a roof a block must reach to be called bound by it.
@@ -143,6 +143,22 @@ def verify_cost_sentence(curves: Mapping[str, Sequence[dict]], cheap: float = 1.
         parts.append(f"{label}: c_v = {num(two['c_v'])} for {two['tokens']} tokens and {num(widest['c_v'])} for "
                      f"{widest['tokens']}, {reach}")
     return "; ".join(parts) + "."
+
+
+def kernel_sentence(points: Sequence[dict], labels: Sequence[str], block: str = "mlp") -> str:
+    """One ``block`` of each model in ``labels`` for 1 token and for the next token count measured: the same bytes
+    either way, so a memory-bound kernel takes about as long for both; the ratio says how far each is from that."""
+    parts = []
+    for label in labels:
+        mine = sorted((p for p in points if p["regime"] == label and p["block"] == block), key=lambda p: p["tokens"])
+        if len(mine) < 2:
+            continue
+        one, two = mine[0], mine[1]
+        parts.append(f"{label}: {one['ms']:.3f} ms for T = {one['tokens']} and {two['ms']:.3f} ms for T = "
+                     f"{two['tokens']} (×{two['ms'] / one['ms']:.2f}; {one['gb_per_s']:.1f} and "
+                     f"{two['gb_per_s']:.1f} GB/s of the same weights)")
+    return (f"One {'MLP' if block == 'mlp' else block} block, {join(parts, 'and')}." if parts else
+            "No model has two token counts measured.")
 
 
 def paper_sentence(rows: Sequence[dict], label: str) -> str:

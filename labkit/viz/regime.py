@@ -37,18 +37,24 @@ def _span(values: Sequence[float], pad: float = 3.0) -> tuple[float, float]:
 
 def roofline_figure(points: Sequence[dict], ceilings: Mapping[str, object]) -> go.Figure:
     """Achieved GFLOP/s against arithmetic intensity (FLOP/byte), both axes logarithmic: the roofline
-    min(peak, bandwidth × intensity) of each ceiling (``{label: Ceiling}``, a dashed line each after the first) and
-    every measured block (``points``: rows of :func:`labkit.measure.roofline.roofline_points`), one colour per
-    ``regime``, circles for attention and squares for MLP blocks, labelled with their token count T."""
+    min(peak, bandwidth × intensity) of each ceiling (``{label: Ceiling}``; solid the first, dashed the others),
+    the first ceiling's cache roof (dotted: what a working set that fits the largest cache can stream at), and every
+    measured block (``points``: rows of :func:`labkit.measure.roofline.roofline_points`), one colour per
+    ``regime``, circles for attention and squares for MLP blocks (labelled with their token count T)."""
     fig = go.Figure()
     xs = [p["intensity"] for p in points]
     lo, hi = _span(xs + [c.ridge for c in ceilings.values()])
+    grid = [lo * (hi / lo) ** (i / 60) for i in range(61)]
     for k, (label, ceiling) in enumerate(ceilings.items()):
-        grid = [lo * (hi / lo) ** (i / 60) for i in range(61)]
         fig.add_trace(go.Scatter(x=grid, y=[ceiling.attainable_gflops(x) for x in grid], mode="lines",
                                  name=f"roofline {label}: {ceiling.bandwidth_gbs:.0f} GB/s, {ceiling.gflops:.0f} "
                                       f"GFLOP/s", line=dict(color=PALETTE["analytic"], dash="dash" if k else "solid",
                                                            width=1.5)))
+    first_label, first = next(iter(ceilings.items()))
+    fig.add_trace(go.Scatter(x=grid, y=[first.attainable_gflops(x, first.cache_gbs) for x in grid], mode="lines",
+                             name=f"cache roof {first_label}: {first.cache_gbs:.0f} GB/s (a working set that fits "
+                                  f"the {first.cache_bytes / 2 ** 20:.0f} MB cache)",
+                             line=dict(color=PALETTE["auxiliary"], dash="dot", width=1.5)))
     regimes = list(dict.fromkeys(p["regime"] for p in points))
     for regime in regimes:
         for block, symbol in (("attention", "circle"), ("mlp", "square")):
@@ -56,16 +62,18 @@ def roofline_figure(points: Sequence[dict], ceilings: Mapping[str, object]) -> g
             if not mine:
                 continue
             fig.add_trace(go.Scatter(
-                x=[p["intensity"] for p in mine], y=[p["gflop_per_s"] for p in mine], mode="markers+text",
+                x=[p["intensity"] for p in mine], y=[p["gflop_per_s"] for p in mine],
+                mode="markers+text" if block == "mlp" else "markers",
                 text=[f"T={p['tokens']}" for p in mine], textposition="middle right", textfont=dict(size=9),
                 marker=dict(symbol=symbol, size=9, color=color_of(regimes, regime)), name=f"{regime}: {block}",
-                customdata=[[p["ms"], p["gb_per_s"], p["bytes"] / 1e6] for p in mine],
+                customdata=[[p["ms"], p["gb_per_s"], p["bytes"] / 2 ** 20] for p in mine],
                 hovertemplate="%{text}<br>%{x:.2f} FLOP/byte, %{y:.2f} GFLOP/s<br>%{customdata[0]:.3f} ms, "
                               "%{customdata[1]:.1f} GB/s, %{customdata[2]:.1f} MB<extra></extra>"))
     fig.update_xaxes(type="log", title_text="arithmetic intensity (FLOP per byte moved)")
     fig.update_yaxes(type="log", title_text="achieved GFLOP/s")
-    fig.update_layout(title="One block's roofline on this machine (T: tokens in the forward)", height=480,
-                      legend=dict(font=dict(size=10)), **_LAYOUT)
+    fig.update_layout(title="One block on this machine's roofline (T: tokens in the forward)", height=620,
+                      legend=dict(font=dict(size=10), orientation="h", yanchor="top", y=-0.15, x=0),
+                      margin=dict(l=60, r=20, t=60, b=50), template="plotly_white")
     return fig
 
 
@@ -106,7 +114,8 @@ def verify_cost_figure(curves: Mapping[str, Sequence[dict]]) -> go.Figure:
         rows = sorted(rows, key=lambda r: r["tokens"])
         fig.add_trace(go.Scatter(x=[r["tokens"] for r in rows], y=[r["c_v"] for r in rows], mode="lines+markers",
                                  name=label, line=dict(color=color_of(labels, label)), error_y=_error(rows, "c_v")))
-    fig.add_hline(y=1.0, line=dict(color=PALETTE["auxiliary"], dash="dot"), annotation_text="one plain step")
+    fig.add_trace(go.Scatter(x=[ticks[0], ticks[-1]], y=[1.0, 1.0], mode="lines", name="c_v = 1 (one plain step)",
+                             line=dict(color=PALETTE["auxiliary"], dash="dot"), hoverinfo="skip"))
     fig.update_xaxes(type="log", tickvals=ticks, title_text="tokens in one verify forward (the pending token + drafts)")
     fig.update_yaxes(type="log", title_text="verify cost c_v (÷ plain step)")
     fig.update_layout(title="Verify cost against the tokens verified", height=420, **_LAYOUT)
@@ -133,23 +142,30 @@ def limit_by_alpha_figure(regimes: Mapping[str, tuple[Sequence[dict], Sequence[d
     return fig
 
 
-def _c_at(draft_rows: Sequence[dict], kept: float) -> float:
+def _nearest(draft_rows: Sequence[dict], kept: float) -> dict:
+    """The uniform skip whose fraction of blocks kept is nearest ``kept`` (a model of 6 layers keeps 2 for 0.25)."""
     rows = [r for r in draft_rows if r["label"].startswith("kept")]
-    return min(rows, key=lambda r: abs(r["kept"] - kept))["c"]
+    return min(rows, key=lambda r: abs(r["kept"] - kept))
+
+
+def _c_at(draft_rows: Sequence[dict], kept: float) -> float:
+    return _nearest(draft_rows, kept)["c"]
 
 
 def limit_gamma_data(draft_rows: Sequence[dict], verify_rows: Sequence[dict], alpha: float,
                      kept: Sequence[float], gammas: Sequence[int]) -> list[dict]:
-    """The traces of :func:`limit_gamma_figure` as data: for each fraction in ``kept``, E(α, γ) / (γ·c + c_v(γ + 1))
-    at every γ with the measured costs, then the same fractions under the memory-bound ideal. [{name, x, y}]."""
+    """The traces of :func:`limit_gamma_figure` as data: for the uniform skip nearest each fraction in ``kept``,
+    E(α, γ) / (γ·c + c_v(γ + 1)) at every γ with the measured costs, then the same fractions under the memory-bound
+    ideal (c = the fraction that skip keeps, c_v = 1). [{name, x, y}]."""
     out = []
     for ideal in (False, True):
         for k in kept:
-            c = k if ideal else _c_at(draft_rows, k)
+            row = _nearest(draft_rows, k)
+            c = row["kept"] if ideal else row["c"]
             verify = [{"tokens": 1, "c_v": 1.0}, {"tokens": 2, "c_v": 1.0}] if ideal else verify_rows
             ys = [best_limit(alpha, c, verify, [g])["limit"] for g in gammas]
-            out.append({"name": f"{'ideal, ' if ideal else ''}kept {k:.2f} (c = {c:.2f})", "x": list(gammas),
-                        "y": ys})
+            out.append({"name": f"{'ideal, ' if ideal else ''}kept {row['kept']:.2f} (c = {c:.2f})",
+                        "x": list(gammas), "y": ys})
     return out
 
 
@@ -177,13 +193,16 @@ def calibration_figure(calibrations: Mapping[str, object]) -> go.Figure:
     cals = list(calibrations.values())
     fig = go.Figure()
     fig.add_trace(go.Bar(x=labels, y=[c.predicted_speedup for c in cals], name="predicted",
-                         marker_color=PALETTE["analytic"], opacity=0.55))
+                         marker_color=PALETTE["analytic"], opacity=0.55,
+                         text=[f"{c.predicted_speedup:.2f}×" for c in cals], textposition="inside"))
     fig.add_trace(go.Bar(x=labels, y=[c.measured_speedup for c in cals], name="measured (min–max)",
+                         text=[f"{c.measured_speedup:.2f}×" for c in cals], textposition="inside",
                          marker_color=PALETTE["speedup"], error_y=dict(
                              type="data", symmetric=False,
                              array=[c.measured["speedup_max"] - c.measured_speedup for c in cals],
                              arrayminus=[c.measured_speedup - c.measured["speedup_min"] for c in cals])))
-    fig.add_hline(y=1.0, line=dict(color=PALETTE["auxiliary"], dash="dot"), annotation_text="plain decoding")
+    fig.add_hline(y=1.0, line=dict(color=PALETTE["auxiliary"], dash="dot"), annotation_text="plain decoding",
+                  annotation_position="top left")
     fig.update_yaxes(title_text="speedup over the plain loop", rangemode="tozero")
     fig.update_layout(title="The calibration's prediction beside the measured run", barmode="group", height=400,
                       **_LAYOUT)

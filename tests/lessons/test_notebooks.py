@@ -109,6 +109,26 @@ EXPECTED = {
                        "cascade_dynamic_speedup_stdlib": (0.3, 5.0), "aggressive_level_kept": (0.0, 0.5),
                        "lookup_level_kept": (0.05, 1.0), "lookup_ms_per_call": (0.0, 2.0),
                        "runtime_s": (1.0, 150.0)},
+    # timings on a shared 2-core machine: ranges that hold on a busy one (the notebook's own sentences say more)
+    "11_roofline_and_regimes": {"bandwidth_gbs": (0.5, 10_000.0), "cache_gbs": (0.5, 100_000.0),
+                                "gflops": (0.5, 1e6), "ridge": (0.01, 1000.0), "wide_parameters_m": (80.0, 90.0),
+                                "shipped_mlp_ms": (0.005, 5.0), "shipped_mlp_time_8_over_1": (0.5, 8.0),
+                                "wide_mlp_gbs": (0.5, 1000.0), "wide_mlp_memory_share": (0.05, 2.0),
+                                "wide_mlp_compute_share_widest": (0.1, 2.0), "shipped_c_half": (0.3, 1.2),
+                                "shipped_c_quarter": (0.1, 1.0), "wide_c_three_quarters": (0.4, 1.1),
+                                "wide_c_half": (0.25, 0.9), "wide_c_quarter": (0.1, 0.75),
+                                "wide_max_c_minus_kept": (0.0, 0.35), "shipped_fixed_share": (-0.3, 0.8),
+                                "wide_fixed_share": (-0.3, 0.6), "shipped_cv_2": (0.5, 3.0), "wide_cv_2": (0.5, 4.0),
+                                "wide_cv_64": (1.0, 30.0), "wide_last_cv_2": (0.5, 4.0), "wide_last_cv_8": (0.5, 6.0),
+                                "n_dtypes": (2, 2), "explorer_update_ms": (0.0, 500.0),
+                                "shipped_alpha": (0.5, 1.0), "wide_alpha": (0.3, 1.0), "wide_last_alpha": (0.3, 1.0),
+                                "shipped_gamma": (1, 8), "wide_gamma": (1, 8), "wide_last_gamma": (1, 8),
+                                "shipped_predicted_speedup": (0.3, 3.0), "shipped_measured_speedup": (0.3, 3.0),
+                                "wide_predicted_speedup": (0.2, 3.0), "wide_measured_speedup": (0.2, 3.0),
+                                "wide_last_predicted_speedup": (0.3, 3.0), "wide_last_measured_speedup": (0.3, 3.0),
+                                "shipped_error": (-0.5, 0.6), "wide_error": (-0.5, 0.6), "wide_last_error": (-0.5, 0.6),
+                                "shipped_seconds": (0.0, 60.0), "wide_seconds": (0.0, 90.0),
+                                "wide_last_seconds": (0.0, 90.0), "runtime_s": (1.0, 150.0)},
 }
 
 

@@ -1,0 +1,105 @@
+"""Notebook 11's glue: which roof bounds a block, and every sentence turning with its data (bound or not, within 0.1
+of the diagonal or not, cheap or not, within the target and the noise or not); the limit explorer's readout and
+figure follow its controls."""
+from types import SimpleNamespace
+
+import pytest
+
+from labkit.lessons import regime as lr
+from labkit.measure.roofline import Ceiling
+
+CEILING = Ceiling(device="cpu", dtype="float32", threads=1, bandwidth_gbs=20.0, cache_gbs=100.0, gflops=80.0,
+                  copy_mb=256.0, cache_copy_mb=4.0, cache_bytes=32 * 2 ** 20, matmul_n=1024)
+
+
+def point(regime, tokens, ms, gbs, gflops, block="mlp", nbytes=2 * 2 ** 20, flops=10 ** 6):
+    return {"regime": regime, "block": block, "tokens": tokens, "ms": ms, "gb_per_s": gbs, "gflop_per_s": gflops,
+            "bytes": nbytes, "flops": flops * tokens}
+
+
+def test_bound_of_uses_the_roof_that_applies():
+    small = point("s", 1, 0.2, 12.0, 6.0)
+    assert lr.bound_of(small, CEILING, 28 * 2 ** 20)["verdict"] == "below both roofs"     # from cache: 0.12 of it
+    assert lr.bound_of(small, CEILING, 28 * 2 ** 20)["roof"] == "cache"
+    assert lr.bound_of(small, CEILING, 300 * 2 ** 20)["verdict"] == "memory-bound"        # from memory: 0.6 of it
+    assert lr.bound_of(point("w", 64, 9.0, 1.0, 70.0), CEILING, 300 * 2 ** 20)["verdict"] == "compute-bound"
+
+
+def test_ceiling_and_regime_sentences():
+    text = lr.ceiling_sentence({"fp32": CEILING})
+    assert "20.0 GB/s" in text and "ridge lies at 4.0 FLOP per byte" in text and "about 8 tokens" in text
+    pts = [point("wide", 1, 2.0, 16.0, 8.0), point("wide", 64, 8.0, 1.0, 60.0)]
+    text = lr.regime_sentence("wide", pts, CEILING, 300 * 2 ** 20)
+    assert "memory-bound" in text and "4.0× as long for 64× the FLOPs" in text and "compute-bound" in text
+    assert "no MLP block" in lr.regime_sentence("other", pts, CEILING, 1)
+
+
+def curve(values, kept=(1.0, 0.75, 0.5, 0.25), spread=0.05):
+    return [{"label": f"kept {k:.2f}", "kept": k, "c": c, "c_min": c - spread, "c_max": c + spread}
+            for k, c in zip(kept, values)]
+
+
+def test_draft_cost_sentence_turns_with_the_diagonal():
+    near = lr.draft_cost_sentence({"wide": curve([1.0, 0.77, 0.53, 0.3])})
+    assert "within 0.1 of it everywhere" in near and "+0.05 at 0.25" in near
+    far = lr.draft_cost_sentence({"shipped": curve([1.0, 0.85, 0.72, 0.4], spread=0.01)})
+    assert "above it by more than 0.1" in far and "+0.22 at 0.50" in far
+    assert "diagonal lies inside" not in far
+    assert lr.fixed_share(curve([1.0, 0.75, 0.5, 0.25])) == pytest.approx(0.0, abs=1e-12)
+    assert lr.fixed_share(curve([1.0, 0.8, 0.6, 0.4])) == pytest.approx(0.2)
+
+
+def test_verify_and_kernel_sentences():
+    rows = [{"tokens": t, "c_v": v, "c_v_min": v, "c_v_max": v} for t, v in ((1, 1.0), (2, 1.05), (8, 1.4), (64, 4.0))]
+    assert "up to 8 tokens" in lr.verify_cost_sentence({"m": rows})
+    dear = [dict(r, c_v=r["c_v"] * 1.8) for r in rows]
+    assert "above 1.5 plain steps from 2 tokens on" in lr.verify_cost_sentence({"m": dear})
+    pts = [point("a", 1, 2.0, 16.0, 8.0), point("a", 2, 4.0, 8.0, 8.0)]
+    assert "×2.00" in lr.kernel_sentence(pts, ["a"]) and "No model" in lr.kernel_sentence(pts[:1], ["a"])
+
+
+def test_paper_and_limit_sentences():
+    text = lr.paper_sentence(curve([1.0, 0.76, 0.51, 0.27]), "wide")
+    assert "c = 0.453" in text and "0.510 with 0.500" in text and "+0.010" in text
+    verify = [{"tokens": 1, "c_v": 1.0}, {"tokens": 9, "c_v": 1.0}]
+    text = lr.limit_sentence({"wide": (curve([1.0, 0.75, 0.5, 0.25]), verify)}, 0.5, 0.8)
+    assert text.count("1.22×") == 2                                   # on the diagonal the regime is the ideal
+
+
+def calibration(predicted, measured, lo, hi):
+    budget = [{"quantity": "tokens per step", "predicted": 2.5, "measured": 2.2, "speedup_if": predicted * 0.9},
+              {"quantity": "draft cost per step", "predicted": 1.0, "measured": 1.1, "speedup_if": predicted * 0.97},
+              {"quantity": "prefill", "predicted": 3.0, "measured": 3.0, "speedup_if": predicted}]
+    return SimpleNamespace(predicted_speedup=predicted, measured_speedup=measured, gamma=2, alpha=0.8, c=0.4,
+                           repeats=3, error=predicted / measured - 1,
+                           measured={"speedup_min": lo, "speedup_max": hi}, within_noise=lo <= predicted <= hi,
+                           budget=lambda: budget, run={"first_acceptance": 0.85, "later_acceptance": 0.7})
+
+
+def test_calibration_sentence_turns_with_target_and_noise():
+    good = lr.calibration_sentence("m", calibration(1.25, 1.2, 1.1, 1.3))
+    assert "4% above" in good and "within 10%" in good and "within the noise" in good
+    bad = lr.calibration_sentence("m", calibration(1.25, 1.0, 0.98, 1.02))
+    assert "25% above" in bad and "outside 10%" in bad and "outside the measured range" in bad
+    assert "below" in lr.calibration_sentence("m", calibration(0.9, 1.0, 0.95, 1.05))
+
+
+def test_budget_sentence_names_the_largest_move_first():
+    text = lr.budget_sentence("m", calibration(1.25, 1.0, 0.98, 1.02))
+    assert text.index("tokens per step") < text.index("draft cost per step")
+    assert "accepted 0.85 of the time" in text and "0.70" in text
+
+
+def test_limit_explorer_follows_its_controls():
+    verify = [{"tokens": 1, "c_v": 1.0}, {"tokens": 9, "c_v": 2.0}]
+    cheap = [{"tokens": 1, "c_v": 1.0}, {"tokens": 9, "c_v": 1.0}]
+    ex = lr.LimitExplorer({"dear": (curve([1.0, 0.8, 0.6, 0.4]), verify),
+                           "cheap": (curve([1.0, 0.75, 0.5, 0.25]), cheap)})
+    assert len(ex.figure.data) == 6 and list(ex.figure.data[0].x) == list(range(1, 9))
+    before = list(ex.figure.data[0].y)
+    ex.slider.value = 0.95
+    assert list(ex.figure.data[0].y) != before and "α = 0.95" in ex.readout.value
+    ex.choice.value = "cheap"
+    assert "cheap" in ex.figure.layout.title.text and "<b>cheap</b>" in ex.readout.value
+    assert ex.last_update_ms >= 0
+    assert list(ex.figure.data[1].y) == list(ex.figure.data[4].y)    # measured = ideal where c = kept, c_v = 1
