@@ -38,16 +38,25 @@ def tiny_model(arch: str = "llama", *, n_layers: int = 4, vocab_size: int = 97, 
     return model
 
 
-def save_tiny_model_folder(path, n_layers: int = 4):
-    """A tiny random Llama with a one-token-per-character tokenizer, saved as a Hugging Face folder."""
+def save_tiny_model_folder(path, n_layers: int = 4, *, tokenizer_from=None):
+    """A tiny random Llama with a one-token-per-character tokenizer, saved as a Hugging Face folder.
+    ``tokenizer_from``: a model folder whose tokenizer it gets instead (e.g. the shipped byte-level BPE, which
+    decodes every text back exactly; its vocabulary sets the model's)."""
     from tokenizers import Tokenizer, models, pre_tokenizers
-    from transformers import PreTrainedTokenizerFast
+    from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
-    chars = ["<unk>", "\n"] + [chr(c) for c in range(32, 127)]
-    tok = Tokenizer(models.WordLevel(vocab={c: i for i, c in enumerate(chars)}, unk_token="<unk>"))
-    tok.pre_tokenizer = pre_tokenizers.Split(pattern="", behavior="isolated")       # one token per character
-    tokenizer = PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>", pad_token="<unk>")
-    model = tiny_model("llama", n_layers=n_layers, vocab_size=len(chars), max_positions=1024)
+    if tokenizer_from is not None:
+        tokenizer = AutoTokenizer.from_pretrained(tokenizer_from)
+        vocab_size = len(tokenizer)
+    else:
+        chars = ["<unk>", "\n"] + [chr(c) for c in range(32, 127)]
+        tok = Tokenizer(models.WordLevel(vocab={c: i for i, c in enumerate(chars)}, unk_token="<unk>"))
+        tok.pre_tokenizer = pre_tokenizers.Split(pattern="", behavior="isolated")       # one token per character
+        tokenizer = PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>", pad_token="<unk>")
+        vocab_size = len(chars)
+    model = tiny_model("llama", n_layers=n_layers, vocab_size=vocab_size, max_positions=1024)
+    if tokenizer_from is not None and tokenizer.eos_token_id is not None:
+        model.generation_config.pad_token_id = tokenizer.eos_token_id
     model.save_pretrained(path)
     tokenizer.save_pretrained(path)
     return path

@@ -197,8 +197,9 @@ def random_model(like="default", *, hidden_size: int | None = None, n_layers: in
     return model
 
 
-def load_draft_model(name: str = "draft", *, verbose: bool = True):
-    """(model, tokenizer) of a separate draft model, or None (with a note) when it is not there yet."""
+def load_draft_model(name: str = "draft", *, verbose: bool = True, device=None, dtype=None):
+    """(model, tokenizer) of a separate draft model on ``device`` in ``dtype`` (as :func:`load_model` takes them:
+    its target's), or None (with a note) when it is not there yet."""
     if name in SHIPPED_MODELS and not (MODELS_DIR / name / "config.json").exists():
         if verbose:
             print(f"No separate draft model yet: {MODELS_DIR / name} does not exist "
@@ -208,7 +209,7 @@ def load_draft_model(name: str = "draft", *, verbose: bool = True):
         if verbose:
             print(f"No draft model at {name}; skipping this section.")
         return None
-    return load_model(name)
+    return load_model(name, device=device, dtype=dtype)
 
 
 def draft_head_folder(name_or_path: str | os.PathLike = "default") -> Path:

@@ -378,6 +378,15 @@ class Showcase:
     index: int                 # position in the benchmark order
     n_tried: int               # candidates generated before this one was found
     rule: str
+    qualified: bool = True     # False: no candidate met the rule; this one ran longest before repeating
+
+    @property
+    def tried_sentence(self) -> str:
+        """How the prompt was found, in words (the rule, how many candidates were generated and what they did)."""
+        if self.qualified:
+            return f"rule: {self.rule}; {self.n_tried} candidate(s) generated, the first {self.n_tried - 1} looped"
+        return (f"rule: {self.rule}; all {self.n_tried} candidates looped, so this is the one whose greedy text ran "
+                "longest before repeating")
 
 
 @torch.inference_mode()
@@ -395,19 +404,28 @@ def _greedy_until_repeat(model, ids: torch.Tensor, window: int, n: int) -> int |
 
 
 def showcase_prompt(model, tokenizer, *, n: int = 6, window: int = 48, seed: int = 0,
-                    n_candidates: int = 32) -> Showcase:
+                    n_candidates: int = 32, fallback: bool = True) -> Showcase:
     """The prompt the notebooks show a generation on, chosen by a rule, not by hand: the first benchmark
     prompt (:func:`benchmark_prompts` order) whose greedy continuation repeats no n-gram of ``n`` tokens
     within its first ``window`` tokens. A small model's greedy text often loops ("a list of the list of
     the ..."), which inflates tokens per step and flatters drafting; novel text shows the draft's real
-    quality. Raises ValueError when none of the first ``n_candidates`` qualifies."""
+    quality. When none of the first ``n_candidates`` qualifies (a model that loops everywhere, e.g. an untrained
+    checkpoint): the candidate whose continuation ran longest before repeating (``qualified`` False), or, with
+    ``fallback=False``, ValueError."""
     if n < 1 or window < n:
         raise ValueError(f"need 1 <= n <= window, got n={n!r}, window={window!r}")
     rule = f"first benchmark prompt whose greedy continuation repeats no {n}-token n-gram in its first {window} tokens"
-    for i, prompt in enumerate(benchmark_prompts(n_candidates, seed=seed)):
+    longest = None
+    candidates = benchmark_prompts(n_candidates, seed=seed)
+    for i, prompt in enumerate(candidates):
         ids = check_inputs(model, tokenizer(prompt.text, return_tensors="pt", add_special_tokens=False)["input_ids"],
                            window)
-        if _greedy_until_repeat(model, ids, window, n) is None:
+        ran = _greedy_until_repeat(model, ids, window, n)
+        if ran is None:
             return Showcase(prompt, i, i + 1, rule)
-    raise ValueError(f"none of the first {n_candidates} benchmark prompts qualifies ({rule}); "
-                     f"raise n_candidates or n, or lower window")
+        if longest is None or ran > longest[0]:
+            longest = (ran, i)
+    if not fallback or longest is None:
+        raise ValueError(f"none of the first {n_candidates} benchmark prompts qualifies ({rule}); "
+                         f"raise n_candidates or n, or lower window")
+    return Showcase(candidates[longest[1]], longest[1], len(candidates), rule, qualified=False)

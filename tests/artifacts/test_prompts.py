@@ -141,9 +141,17 @@ def test_showcase_prompt_follows_its_rule():
         ids = tokenizer(prompt.text, return_tensors="pt", add_special_tokens=False)["input_ids"]
         new = labkit.autoregressive_generate(model, ids, 48).new_tokens
         assert (first_repeat(new, 6) is None) == (i == found.index), prompt.source
+    assert found.qualified and found.tried_sentence.endswith(f"the first {found.index} looped")
     import pytest
     with pytest.raises(ValueError, match="n_candidates"):
-        showcase_prompt(model, tokenizer, n=2, window=48, n_candidates=2)
+        showcase_prompt(model, tokenizer, n=2, window=48, n_candidates=2, fallback=False)
+    looped = showcase_prompt(model, tokenizer, n=2, window=48, n_candidates=2)    # none qualifies: the longest run
+    assert not looped.qualified and looped.n_tried == 2 and "all 2 candidates looped" in looped.tried_sentence
+    runs = []
+    for prompt in benchmark_prompts(2):
+        ids = tokenizer(prompt.text, return_tensors="pt", add_special_tokens=False)["input_ids"]
+        runs.append(first_repeat(labkit.autoregressive_generate(model, ids, 48).new_tokens, 2))
+    assert looped.index == runs.index(max(runs))
     with pytest.raises(ValueError, match="n <= window"):
         showcase_prompt(model, tokenizer, n=10, window=5)
 
