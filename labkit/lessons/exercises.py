@@ -109,8 +109,8 @@ def greedy_speculative_loop(verify_fn, model, input_ids, skip: SkipSet, max_new_
         drafted = []
         with skipping(model, skip):
             for _ in range(gamma):
-                drafted.append(int(model(torch.tensor([tokens + drafted])).logits[0, -1].argmax()))
-        logits = model(torch.tensor([tokens + drafted])).logits[0, len(tokens) - 1:]      # (γ+1, V)
+                drafted.append(int(model(torch.tensor([tokens + drafted], device=model.device)).logits[0, -1].argmax()))
+        logits = model(torch.tensor([tokens + drafted], device=model.device)).logits[0, len(tokens) - 1:]   # (γ+1, V)
         n, next_token = verify_fn(logits, drafted)
         tokens += drafted[:n] + [int(next_token)]
     return tokens[start:start + max_new_tokens]

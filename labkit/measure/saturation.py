@@ -150,13 +150,14 @@ def _one_prompt(model, input_ids: torch.Tensor, max_new_tokens: int) -> dict:
     top2 = probs.topk(2, dim=-1)
     final = logits[-1].argmax(dim=-1)                                       # (n,) the full model's top-1
     layer_out = states[0::2]                                                # (L + 1, n, H)
-    cos_prev = torch.full(layer_out.shape[:2], float("nan"))
+    cos_prev = torch.full(layer_out.shape[:2], float("nan"), device=layer_out.device)
     cos_prev[1:] = _cosine(layer_out[1:], layer_out[:-1])
-    return {"tokens": final, "top1": top2.indices[..., 0].T,
+    kept = {"tokens": final, "top1": top2.indices[..., 0].T,
             "p_final": probs.gather(-1, final.expand(probs.shape[0], -1)[..., None])[..., 0].T,
             "p_max": top2.values[..., 0].T, "gap": (top2.values[..., 0] - top2.values[..., 1]).T,
             "cos_last": _cosine(states, states[-1:].expand_as(states)).T, "cos_prev_layer": cos_prev.T,
             "layer_states": model.model.norm(layer_out).float().transpose(0, 1)}
+    return {key: value.cpu() for key, value in kept.items()}                # what follows runs on the CPU
 
 
 def measure_saturation(model, tokenizer, prompt_texts: list[str], *, max_new_tokens: int = 48, name: str = "",
