@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from ..measure.roofline import best_limit, interpolate_cv
 from ..viz.regime import limit_gamma_data, limit_gamma_figure
 from ..viz.widgets import as_widget, update_widget
-from .claims import join, num
+from .claims import is_missing, join, num
 
 __all__ = ["BOUND_SHARE", "PAPER", "bound_of", "ceiling_sentence", "regime_sentence", "fixed_share",
            "draft_cost_sentence", "verify_cost_sentence", "kernel_sentence", "paper_sentence", "limit_sentence",
@@ -206,10 +206,11 @@ def budget_sentence(label: str, cal) -> str:
         return (f"{r['quantity']} (predicted {r['predicted']:.2f}, measured {r['measured']:.2f}: with it alone the "
                 f"prediction would read {r['speedup_if']:.2f}×)")
     r = cal.run
+    later = (f" and a later one, given the one before it was, {r['later_acceptance']:.2f}"
+             if not is_missing(r["later_acceptance"]) else " (with one token per draft there is no later one)")
     return (f"{label}: of the prediction's parts, {one(rows[0])} moved it most, then {one(rows[1])}; the "
             f"measurement was {cal.measured_speedup:.2f}×. In the run a step's first drafted token was accepted "
-            f"{r['first_acceptance']:.2f} of the time (teacher-forced α {cal.alpha:.2f}) and a later one, given the "
-            f"one before it was, {r['later_acceptance']:.2f}.")
+            f"{r['first_acceptance']:.2f} of the time (teacher-forced α {cal.alpha:.2f}){later}.")
 
 
 class LimitExplorer:

@@ -88,6 +88,9 @@ def test_budget_sentence_names_the_largest_move_first():
     text = lr.budget_sentence("m", calibration(1.25, 1.0, 0.98, 1.02))
     assert text.index("tokens per step") < text.index("draft cost per step")
     assert "accepted 0.85 of the time" in text and "0.70" in text
+    one = calibration(1.25, 1.0, 0.98, 1.02)
+    one.run = {"first_acceptance": 0.85, "later_acceptance": float("nan")}
+    assert "no later one" in lr.budget_sentence("m", one) and "nan" not in lr.budget_sentence("m", one)
 
 
 def test_limit_explorer_follows_its_controls():
