@@ -383,7 +383,7 @@ def main(argv: Sequence[str] | None = None) -> Calibration:
     parser.add_argument("--dtype", default=None, help="fp32 (default), bf16 or fp16")
     parser.add_argument("--widen", type=_widen, default=None, metavar="HIDDENxLAYERS",
                         help="calibrate a randomly initialised model of MODEL's family this wide and deep instead")
-    parser.add_argument("--branch-scale", type=float, default=0.01,
+    parser.add_argument("--branch-scale", type=float, default=0.004,
                         help="with --widen: scale of the blocks' output projections (small: a skip-tolerant model)")
     parser.add_argument("--kept", type=float, nargs="+", default=[1.0, 0.75, 0.5, 0.25],
                         help="fractions of blocks kept for the draft-cost curve")
