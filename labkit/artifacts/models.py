@@ -155,11 +155,12 @@ def family_config(family: str, *, n_layers: int = 4, vocab_size: int = 97, hidde
 
 
 def random_model(like="default", *, hidden_size: int | None = None, n_layers: int | None = None,
-                 intermediate_size: int | None = None, vocab_size: int | None = None, device=None, dtype=None,
-                 seed: int = 0):
+                 intermediate_size: int | None = None, vocab_size: int | None = None,
+                 tie_word_embeddings: bool | None = None, device=None, dtype=None, seed: int = 0):
     """A randomly initialised causal LM with ``like``'s configuration (a model name or folder, or a transformers
     config) and the sizes given changed; attention heads follow the hidden size at the same head dimension, the MLP
-    keeps its ratio unless ``intermediate_size`` is given. Built directly on ``device`` in ``dtype``.
+    keeps its ratio unless ``intermediate_size`` is given; ``tie_word_embeddings`` None keeps ``like``'s. Built
+    directly on ``device`` in ``dtype``.
 
     For timing only: what a forward costs depends on the shapes, not on the values, so a model of a few hundred
     million parameters (or billions on a GPU) needs no training to show where decoding spends its time. Its
@@ -168,7 +169,10 @@ def random_model(like="default", *, hidden_size: int | None = None, n_layers: in
 
     device, dtype = resolve_device(device), resolve_dtype(dtype)
     config = like if not isinstance(like, (str, os.PathLike)) else AutoConfig.from_pretrained(_resolve(like)[0])
+    attention = getattr(config, "_attn_implementation", None)
     config = config.__class__.from_dict(config.to_dict())                         # a copy: ``like`` stays as it was
+    if tie_word_embeddings is not None:
+        config.tie_word_embeddings = bool(tie_word_embeddings)
     head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
     group = config.num_attention_heads // config.num_key_value_heads
     if hidden_size is not None:
@@ -179,7 +183,7 @@ def random_model(like="default", *, hidden_size: int | None = None, n_layers: in
         ratio = config.intermediate_size / config.hidden_size
         config.num_attention_heads = hidden_size // head_dim
         config.num_key_value_heads = config.num_attention_heads // group
-        config.head_dim, config.intermediate_size = head_dim, int(round(ratio * hidden_size / 64)) * 64
+        config.head_dim, config.intermediate_size = head_dim, max(64, int(round(ratio * hidden_size / 64)) * 64)
         config.hidden_size = hidden_size
     for name, value in (("num_hidden_layers", n_layers), ("intermediate_size", intermediate_size),
                         ("vocab_size", vocab_size)):
@@ -191,7 +195,7 @@ def random_model(like="default", *, hidden_size: int | None = None, n_layers: in
         config.layer_types = [config.layer_types[i % len(config.layer_types)] for i in range(config.num_hidden_layers)]
     with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []), torch.device(device):
         torch.manual_seed(seed)                                     # inside the fork: the caller's RNG is untouched
-        model = AutoModelForCausalLM.from_config(config, dtype=dtype)
+        model = AutoModelForCausalLM.from_config(config, dtype=dtype, attn_implementation=attention)
     model.eval().requires_grad_(False)
     check_supported(model)
     return model

@@ -28,7 +28,7 @@ def reference_batch(model, tokenizer, prompt_texts: list[str], n_tokens: int):
         if ids.shape[1] == 0:
             raise ValueError("empty prompt")
         out = autoregressive_generate(model, ids, n_tokens)
-        sequences.append(out.sequences[0])
+        sequences.append(out.sequences[0].cpu())                 # the batch is built on the CPU
         prompt_lengths.append(ids.shape[1])
     width = max(len(s) for s in sequences) - 1
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0

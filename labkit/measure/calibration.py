@@ -44,7 +44,7 @@ from ..core.draft_weights import draft_weights as build_draft_weights
 from ..core.expectation import expected_tokens
 from ..core.policies import FixedK
 from ..core.skip import SkipSet, decoder_layers
-from .agreement import AgreementProbe, reference_batch
+from .agreement import AgreementProbe
 from .harness import Decoder, Method, Stopwatch, frame, run_interleaved, summarise
 from .machine import machine_info
 from .roofline import (
@@ -337,7 +337,7 @@ def calibrate(model, tokenizer, *, prompts=None, kept: Sequence[float] = (1.0, 0
                            seed=seed)["prefill"]
     c = next(r["c"] for r in draft_rows if r["label"] == "draft set")
     device = model_device(model)
-    probe = AgreementProbe(model, *(t.to(device) for t in reference_batch(model, tokenizer, texts, max_new_tokens)))
+    probe = AgreementProbe.from_prompts(model, tokenizer, texts, max_new_tokens)     # it feeds the model's device
     weights = build_draft_weights(model, draft_weights)
     with weights.swapped() if weights is not None else nullcontext():
         alpha = probe.agreement(skip)

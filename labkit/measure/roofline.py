@@ -44,6 +44,7 @@ from pathlib import Path
 
 import torch
 
+from ..artifacts.models import random_model
 from ..core.cache import crop_to, new_cache
 from ..core.checks import check_int, check_number, check_probability
 from ..core.devices import clock, device_name, model_device, model_dtype, resolve_dtype
@@ -449,26 +450,11 @@ def widened_model(model, *, hidden_size: int, n_layers: int, branch_scale: float
     the MLP's ``down_proj``): below 1 each block only nudges the stream, so a draft that drops some of them still
     often picks the full model's token, as a large trained model's does (GPT-2 scales these projections by
     1/√(2L) for a related reason). The bytes and FLOPs of a forward do not depend on it."""
-    import transformers
-
     check_int("hidden_size", hidden_size, 8)
     check_int("n_layers", n_layers, 1)
     check_number("branch_scale", branch_scale, 0.0)
-    base = model.config
-    heads, kv_heads, head_dim = _attention_shape(model)
-    n_heads = max(1, hidden_size // head_dim)
-    mlp_ratio = int(base.intermediate_size) / int(base.hidden_size)
-    sizes = {"hidden_size": hidden_size, "num_hidden_layers": n_layers, "head_dim": head_dim,
-             "intermediate_size": max(64, round(mlp_ratio * hidden_size / 64) * 64), "num_attention_heads": n_heads,
-             "num_key_value_heads": max(1, n_heads * kv_heads // heads), "tie_word_embeddings": False}
-    pattern = getattr(base, "layer_types", None)
-    if pattern:                                             # per-layer attention kinds (sliding, full): same cycle
-        sizes["layer_types"] = [pattern[i % len(pattern)] for i in range(n_layers)]
-    config = type(base).from_dict({**base.to_dict(), **sizes})
-    config._attn_implementation = base._attn_implementation
-    with torch.random.fork_rng():
-        torch.manual_seed(seed)
-        wide = transformers.AutoModelForCausalLM.from_config(config)
+    wide = random_model(model.config, hidden_size=hidden_size, n_layers=n_layers, tie_word_embeddings=False,
+                        seed=seed)                   # fp32 on the CPU first: one seed, one set of weights, any dtype
     with torch.no_grad():
         for layer in decoder_layers(wide):
             layer.self_attn.o_proj.weight.mul_(branch_scale)
