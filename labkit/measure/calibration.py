@@ -299,6 +299,21 @@ def _prompt_texts(prompts, n_prompts: int, seed: int) -> list[str]:
     return texts
 
 
+def _costs(model, prompt_tokens: float, max_new_tokens: int, kept, gammas, skip: SkipSet, draft_weights,
+           cost_repeats: int, seed: int) -> tuple[int, list[dict], list[dict], float]:
+    """(context, draft cost rows, verify cost rows with γ, prefill in plain steps) at the context the run will see."""
+    limit = getattr(model.config, "max_position_embeddings", None) or 10 ** 9
+    context = min(round(prompt_tokens + max_new_tokens / 2), limit - max(gammas) - 2)
+    inner = inner_for(model, context)
+    draft_rows = draft_cost_curve(model, kept, context=context, repeats=cost_repeats, inner=inner,
+                                  skips={"draft set": skip}, draft_weights=draft_weights, seed=seed)
+    verify_rows = [{**r, "gamma": r["tokens"] - 1} for r in verify_cost_curve(
+        model, [1] + [g + 1 for g in gammas], context=context, repeats=cost_repeats, inner=inner, seed=seed)]
+    prefill = prefill_cost(model, max(1, round(prompt_tokens) - 1), repeats=cost_repeats, inner=inner,
+                           seed=seed)["prefill"]
+    return context, draft_rows, verify_rows, prefill
+
+
 def calibrate(model, tokenizer, *, prompts=None, kept: Sequence[float] = (1.0, 0.75, 0.5, 0.25),
               gammas: Sequence[int] = (1, 2, 4, 8), max_new_tokens: int = 32, repeats: int = 3,
               skip: SkipSet | None = None, skip_source: str = "", draft_kept: float = 0.5,
@@ -326,15 +341,8 @@ def calibrate(model, tokenizer, *, prompts=None, kept: Sequence[float] = (1.0, 0
     texts = _prompt_texts(prompts, n_prompts, seed)
     prompt_ids = [tokenizer(t, return_tensors="pt", add_special_tokens=False)["input_ids"] for t in texts]
     prompt_tokens = statistics.fmean(ids.shape[1] for ids in prompt_ids)
-    limit = getattr(model.config, "max_position_embeddings", None) or 10 ** 9
-    context = min(round(prompt_tokens + max_new_tokens / 2), limit - max(gammas) - 2)
-    inner = inner_for(model, context)
-    draft_rows = draft_cost_curve(model, kept, context=context, repeats=cost_repeats, inner=inner,
-                                  skips={"draft set": skip}, draft_weights=draft_weights, seed=seed)
-    verify_rows = [{**r, "gamma": r["tokens"] - 1} for r in verify_cost_curve(
-        model, [1] + [g + 1 for g in gammas], context=context, repeats=cost_repeats, inner=inner, seed=seed)]
-    prefill = prefill_cost(model, max(1, round(prompt_tokens) - 1), repeats=cost_repeats, inner=inner,
-                           seed=seed)["prefill"]
+    context, draft_rows, verify_rows, prefill = _costs(model, prompt_tokens, max_new_tokens, kept, gammas, skip,
+                                                       draft_weights, cost_repeats, seed)
     c = next(r["c"] for r in draft_rows if r["label"] == "draft set")
     device = model_device(model)
     probe = AgreementProbe.from_prompts(model, tokenizer, texts, max_new_tokens)     # it feeds the model's device
