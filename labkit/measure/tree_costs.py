@@ -12,7 +12,7 @@ the target over t_0 + N nodes behind the cached prefix, with the tree's attentio
 - :func:`compare_shapes`: the plain loop, the chain and each tree shape, interleaved on each prompt source through
   :func:`labkit.measure.harness.run_interleaved`; the harness's rows plus nodes per verify.
 
-Timing goes through :func:`labkit.measure.harness.timed` (the harness owns the clock).
+Timing goes through :func:`labkit.measure.harness.interleaved_ms` (the harness owns the clock and the protocol).
 """
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ from ..core.checks import check_int
 from ..core.decoding import autoregressive_generate, decode_one_token, prefill, speculative_generate
 from ..core.tree import ancestry, depths, tree_forward
 from ..core.tree_shapes import draft_tree
-from .harness import Decoder, Method, run_interleaved, summarise, timed
+from .harness import Decoder, Method, interleaved_ms, ratio_spread, run_interleaved, summarise
 
 __all__ = ["bushy_parents", "verify_width_costs", "nodes_per_verify", "shape_decoders", "compare_shapes", "WIDTHS"]
 
@@ -39,10 +39,6 @@ def bushy_parents(n: int, branching: int = 3) -> list[int]:
     check_int("n", n, 1)
     check_int("branching", branching, 1)
     return [i // branching - 1 for i in range(n)]
-
-
-def _median_spread(values: list[float]) -> tuple[float, float, float]:
-    return statistics.median(values), min(values), max(values)
 
 
 @torch.inference_mode()
@@ -75,18 +71,12 @@ def verify_width_costs(model, input_ids: torch.Tensor, widths: Sequence[int] = W
             crop_to(cache, prefix)
         return run
 
-    calls = [("plain", plain_step)] + [(n, tree_step(n)) for n in widths]
-    for _, run in calls:                                             # untimed first calls
-        run()
-    samples: dict = {name: [] for name, _ in calls}
-    for rep in range(repeats):
-        for name, run in (calls if rep % 2 == 0 else list(reversed(calls))):
-            _, seconds = timed(lambda run=run: [run() for _ in range(inner)])
-            samples[name].append(1e3 * seconds / inner)
+    calls = {"plain": plain_step, **{n: tree_step(n) for n in widths}}
+    samples = interleaved_ms(calls, repeats=repeats, inner=inner, warmup=1)    # the harness's protocol
     plain = samples["plain"]
     rows = []
     for n in widths:
-        c_v, lo, hi = _median_spread([v / p for v, p in zip(samples[n], plain)])
+        c_v, lo, hi = ratio_spread(samples[n], plain)
         rows.append({"nodes": n, "verify_ms": statistics.median(samples[n]), "plain_ms": statistics.median(plain),
                      "c_v": c_v, "c_v_min": lo, "c_v_max": hi})
     return rows
