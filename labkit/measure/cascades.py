@@ -20,7 +20,7 @@ from ..core.cascade import cascade
 from ..core.decoding import autoregressive_generate, speculative_generate
 from ..core.draft_config import DraftConfig
 from ..core.skip import SkipSet
-from .harness import Decoder, Method, run_interleaved, summarise
+from .harness import Decoder, Method, run_by_source, summarise
 
 __all__ = ["aggressive_level", "cascade_makers", "cascade_decoders", "compare_cascades", "level_parts", "CHAIN"]
 
@@ -65,14 +65,9 @@ def compare_cascades(model, config: DraftConfig, makers: Mapping, prompt_ids: Ma
                      *, max_new_tokens: int, repeats: int = 3, progress: bool = False) -> tuple[list[dict], dict]:
     """Each cascade beside the chain and the plain loop on each prompt source (``prompt_ids``: {source: [ids]}),
     interleaved. Returns (the harness's rows with ``source`` added, {source: :class:`~labkit.measure.harness.Runs`})."""
-    rows, runs_by_source = [], {}
-    for source, ids in prompt_ids.items():
-        decoders = cascade_decoders(model, config, makers)
-        with torch.inference_mode():
-            runs = run_interleaved(decoders, ids, max_new_tokens=max_new_tokens, repeats=repeats, desc=source,
-                                   progress=progress)
-        rows += [{**row, "source": source} for row in summarise(runs)]
-        runs_by_source[source] = runs
+    runs_by_source = run_by_source(lambda: cascade_decoders(model, config, makers), prompt_ids,
+                                   max_new_tokens=max_new_tokens, repeats=repeats, progress=progress)
+    rows = [{**row, "source": source} for source, runs in runs_by_source.items() for row in summarise(runs)]
     return rows, runs_by_source
 
 

@@ -50,7 +50,7 @@ from ..core.expectation import speedup_limit
 from ..core.jacobi import JacobiTrace
 
 __all__ = ["Method", "Decoder", "RunRecord", "Runs", "record_of", "timed", "Stopwatch", "run_interleaved",
-           "interleaved_ms", "ratio_spread", "summarise", "frame", "phase_costs", "ROW_COLUMNS", "NAN"]
+           "interleaved_ms", "ratio_spread", "run_by_source", "summarise", "frame", "phase_costs", "ROW_COLUMNS", "NAN"]
 
 NAN = float("nan")
 ROW_COLUMNS = ("ms_per_token", "ms_min", "ms_max", "speedup", "speedup_min", "speedup_max", "acceptance",
@@ -236,6 +236,18 @@ def ratio_spread(samples: Sequence[float], reference: Sequence[float],
         raise ValueError("no rounds to compare")
     value = statistics.median(ratios) if estimate == "median" else _ratio(min(samples), min(reference))
     return value, min(ratios), max(ratios)
+
+
+def run_by_source(make_decoders: Callable[[], Sequence[Decoder]], prompt_ids: Mapping[str, Sequence[torch.Tensor]],
+                  *, max_new_tokens: int, repeats: int = 3, progress: bool = False) -> dict[str, Runs]:
+    """{source: :func:`run_interleaved` of fresh decoders (``make_decoders()``, made per source so that stateful
+    policies start alike) on that source's prompts}: the same comparison on several prompt sources."""
+    out = {}
+    for source, ids in prompt_ids.items():
+        with torch.inference_mode():
+            out[source] = run_interleaved(make_decoders(), ids, max_new_tokens=max_new_tokens, repeats=repeats,
+                                          desc=source, progress=progress)
+    return out
 
 
 def _ratio(a: float, b: float) -> float:

@@ -26,7 +26,7 @@ from ..core.checks import check_int
 from ..core.decoding import autoregressive_generate, decode_one_token, prefill, speculative_generate
 from ..core.tree import ancestry, depths, tree_forward
 from ..core.tree_shapes import draft_tree
-from .harness import Decoder, Method, interleaved_ms, ratio_spread, run_interleaved, summarise
+from .harness import Decoder, Method, interleaved_ms, ratio_spread, run_by_source, summarise
 
 __all__ = ["bushy_parents", "verify_width_costs", "nodes_per_verify", "shape_decoders", "compare_shapes", "WIDTHS"]
 
@@ -107,14 +107,11 @@ def compare_shapes(model, config, shapes: Mapping[str, tuple[str, dict] | None],
     """Each shape beside the chain and the plain loop on each prompt source (``prompt_ids``: {source: [ids]}),
     interleaved. Returns (rows: the harness's row per method and source with ``source`` and ``nodes_per_verify``
     added, {source: the :class:`~labkit.measure.harness.Runs`}) ."""
-    rows, runs_by_source = [], {}
-    for source, ids in prompt_ids.items():
-        decoders = shape_decoders(model, config, shapes)
-        with torch.inference_mode():
-            runs = run_interleaved(decoders, ids, max_new_tokens=max_new_tokens, repeats=repeats, desc=source,
-                                   progress=progress)
-        for d, row in zip(decoders, summarise(runs)):
-            nodes = nodes_per_verify(runs.results(d.method)) if d.method.kind != "plain" else float("nan")
+    runs_by_source = run_by_source(lambda: shape_decoders(model, config, shapes), prompt_ids,
+                                   max_new_tokens=max_new_tokens, repeats=repeats, progress=progress)
+    rows = []
+    for source, runs in runs_by_source.items():
+        for method, row in zip(runs.methods, summarise(runs)):
+            nodes = nodes_per_verify(runs.results(method)) if method.kind != "plain" else float("nan")
             rows.append({**row, "source": source, "nodes_per_verify": nodes})
-        runs_by_source[source] = runs
     return rows, runs_by_source
