@@ -88,8 +88,9 @@ def find(name: str) -> Command:
 def usage() -> str:
     """The command list, one line each (``python -m labkit`` and ``python -m labkit --help``)."""
     width = max(len(c.name) for c in COMMANDS) + 2
-    lines = [f"usage: {PROG} <command> [args]", "",
-             f"{PROG} <command> --help gives a command's own options. Commands:"]
+    lines = [f"usage: {PROG} <command> [args] [{DEBUG_FLAG}]", "",
+             f"{PROG} <command> --help gives a command's own options; a bad argument or a failure ends in one "
+             f"line ({DEBUG_FLAG}: with its traceback). Commands:"]
     lines += [f"  {c.name:<{width}}{c.summary}" for c in COMMANDS]
     old = sorted(f"{PROG}.{o}" for c in COMMANDS for o in (c.old_names or (c.name,)) if o.isidentifier())
     lines += ["", "The older forms still work: " + ", ".join(old) + "."]
@@ -108,11 +109,40 @@ def _program_name(prog: str) -> Iterator[None]:
         sys.argv[:1] = saved
 
 
+#: the command line's own flag, accepted anywhere after the command: show a failure's traceback
+DEBUG_FLAG = "--debug"
+#: exit statuses: a bad call (argparse's own 2), a failure while working, an interrupted run (128 + SIGINT)
+USAGE_ERROR, FAILURE, INTERRUPTED = 2, 1, 130
+
+
+def one_line(error: BaseException) -> str:
+    """An exception as one line: its message with line breaks folded, else its type's name."""
+    return " ".join(str(error).split()) or type(error).__name__
+
+
 def run(name: str, argv: Sequence[str], prog: str | None = None) -> int:
-    """Run one command with its arguments; its exit status (a command's ``main`` returning a result means 0)."""
-    command = find(name)
-    with _program_name(prog or f"{PROG} {command.name}"):
-        result = load(command.target)(list(argv))
+    """Run one command with its arguments; its exit status (a command's ``main`` returning a result means 0).
+
+    A bad argument ends the call in its parser (one line, status 2: ``labkit.artifacts.arguments``); a failure
+    while working ends it here in one line, status 1, its traceback shown only with ``--debug``; Ctrl-C ends it in
+    one line, status 130 (long commands resume from what they saved when run again)."""
+    command, argv = find(name), list(argv)
+    debug = DEBUG_FLAG in argv
+    argv = [a for a in argv if a != DEBUG_FLAG]
+    prog = prog or f"{PROG} {command.name}"
+    try:
+        with _program_name(prog):
+            result = load(command.target)(argv)
+    except KeyboardInterrupt:
+        if debug:
+            raise
+        print(f"{prog}: interrupted; run the same command again to resume", file=sys.stderr)
+        return INTERRUPTED
+    except Exception as error:  # the one place a failure becomes a line, not a traceback
+        if debug:
+            raise
+        print(f"{prog}: error: {one_line(error)} ({DEBUG_FLAG} shows the traceback)", file=sys.stderr)
+        return FAILURE
     return result if isinstance(result, int) and not isinstance(result, bool) else 0
 
 
@@ -129,7 +159,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         find(argv[0])
     except LookupError as err:
         print(f"{PROG}: error: {err}", file=sys.stderr)
-        return 2
+        return USAGE_ERROR
     return run(argv[0], argv[1:])
 
 

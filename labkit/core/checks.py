@@ -6,9 +6,10 @@ and what was given. ``bool`` is never accepted as a number (``True`` is an ``int
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable
 
-__all__ = ["check_int", "check_number", "check_probability", "check_choice"]
+__all__ = ["check_int", "check_number", "check_probability", "check_choice", "check_folder_name"]
 
 
 def _range_text(low, high) -> str:
@@ -50,4 +51,13 @@ def check_choice(name: str, value, choices: Iterable):
     choices = tuple(choices)
     if value not in choices:
         raise ValueError(f"{name} must be one of {', '.join(map(repr, choices))}; got {value!r}")
+    return value
+
+
+def check_folder_name(name: str, value) -> str:
+    """``value`` if it names one folder (letters, digits, ``_``, ``.``, ``-``; not empty, no ``/``, not ``..``):
+    a model's name becomes ``data/models/<name>``, and an empty one would be ``data/models`` itself."""
+    if not isinstance(value, str) or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", value):
+        raise ValueError(f"{name} must be a folder name (letters, digits, '_', '.', '-'; not empty, no '/'), "
+                         f"got {value!r}")
     return value

@@ -3,7 +3,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["TrainConfig", "SKIP_ROBUST_SETTINGS", "EOS_TOKEN"]
+from ..core.checks import check_folder_name, check_int, check_number, check_probability
+
+__all__ = ["TrainConfig", "SKIP_ROBUST_SETTINGS", "EOS_TOKEN", "check_numbers"]
 
 EOS_TOKEN = "<|endoftext|>"
 
@@ -64,3 +66,32 @@ class TrainConfig:
     @property
     def steps(self) -> int:
         return max(1, self.token_budget // (self.batch_size * self.context))
+
+
+#: TrainConfig's integers that count something (>= 1); its other integers only need to be >= 0
+_COUNTS = ("n_layers", "hidden_size", "n_heads", "intermediate_size", "vocab_size", "context", "token_budget",
+           "batch_size", "threads", "eval_every", "checkpoint_every", "eval_windows", "package_bytes")
+_NATURALS = ("warmup_steps", "greedy_tail", "fresh_optimizer_at", "seed")
+_SHARES = ("min_lr_ratio", "skip_ratio_min", "skip_ratio_max", "draft_skip_prob")
+_WEIGHTS = ("weight_decay", "distill_weight", "top1_weight")
+_RATES = ("lr", "grad_clip")
+
+
+def check_numbers(cfg: TrainConfig) -> None:
+    """The run's name and every number in its range (ValueError/TypeError naming the setting): a run that would
+    fail later, or write a model into ``data/models/`` itself (an empty name), fails before any work."""
+    check_folder_name("name", cfg.name)
+    for field in _COUNTS:
+        check_int(field, getattr(cfg, field), 1)
+    for field in _NATURALS:
+        check_int(field, getattr(cfg, field), 0)
+    for field in _SHARES:
+        check_probability(field, getattr(cfg, field))
+    for field in _WEIGHTS:
+        check_number(field, getattr(cfg, field), 0.0)
+    for field in _RATES:
+        check_number(field, getattr(cfg, field), 0.0, strict_low=True)
+    if cfg.skip_ratio_min > cfg.skip_ratio_max:
+        raise ValueError(f"skip_ratio_min must be <= skip_ratio_max, got {cfg.skip_ratio_min} > {cfg.skip_ratio_max}")
+    if cfg.hidden_size % cfg.n_heads:
+        raise ValueError(f"hidden_size must be a multiple of n_heads, got {cfg.hidden_size} and {cfg.n_heads}")

@@ -8,7 +8,6 @@ output folder resumes from it (batches are a pure function of the step).
 """
 from __future__ import annotations
 
-import argparse
 import importlib.metadata
 import json
 import math
@@ -22,15 +21,19 @@ import torch.nn.functional as F
 from tqdm.auto import tqdm
 from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM
 
+from ..artifacts.arguments import checked, command_parser, integer, number
 from ..artifacts.corpus import corpus_stats
 from ..artifacts.paths import CHECKPOINTS_DIR, MODELS_DIR
 from ..core.skip import parse_skip_set
-from .config import TrainConfig
+from .config import TrainConfig, check_numbers
 from .data import batch_at, check_packages, encode_split, load_or_train_tokenizer
 from .modelcard import write_model_card
 from .objective import training_loss
 
 __all__ = ["train", "build_model", "lr_at", "evaluate", "main"]
+
+#: the command line's reading of a setting's type (a one-line error naming the flag for "--lr x")
+ARGUMENT_TYPES = {int: integer, float: number}
 
 
 def build_model(cfg: TrainConfig, tokenizer) -> LlamaForCausalLM:
@@ -83,6 +86,7 @@ def _save_checkpoint(path: Path, model, opt, step: int, history: list, elapsed: 
 
 def _check(cfg: TrainConfig) -> None:
     """Fail before any work."""
+    check_numbers(cfg)
     if cfg.recipe not in ("skip_robust", "plain"):
         raise ValueError(f"recipe must be 'skip_robust' or 'plain', got {cfg.recipe!r}")
     if not 0.0 <= cfg.draft_skip_prob <= 1.0:
@@ -94,6 +98,8 @@ def _check(cfg: TrainConfig) -> None:
     check_packages(cfg.packages)
     if cfg.init_from and not (Path(cfg.init_from) / "config.json").exists():
         raise FileNotFoundError(f"init_from: no model folder (config.json) at {cfg.init_from}")
+    if cfg.corpus_root and not Path(cfg.corpus_root).is_dir():
+        raise FileNotFoundError(f"corpus_root: no folder at {cfg.corpus_root}")
 
 
 def _token_streams(tokenizer, cfg: TrainConfig, work_dir: Path, corpus_root) -> dict[str, torch.Tensor]:
@@ -224,13 +230,14 @@ def _export(model, tokenizer, cfg: TrainConfig, out_dir: Path, record: dict) -> 
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = command_parser(__doc__, raw=True)
     for f in TrainConfig.__dataclass_fields__.values():
         kind = type(f.default) if f.default is not None else str
-        parser.add_argument("--" + f.name.replace("_", "-"), type=kind, default=f.default)
-    args = parser.parse_args(argv)
-    torch.set_num_threads(args.threads)
-    out = train(TrainConfig(**vars(args)))
+        parser.add_argument("--" + f.name.replace("_", "-"), type=ARGUMENT_TYPES.get(kind, kind), default=f.default)
+    cfg = TrainConfig(**vars(parser.parse_args(argv)))
+    checked(parser, _check, cfg)
+    torch.set_num_threads(cfg.threads)
+    out = train(cfg)
     print(f"model written to {out}")
 
 
