@@ -23,9 +23,9 @@ from ..core.devices import resolve_device, resolve_dtype
 from .models import SHIPPED_MODELS
 from .prompts import BUILTIN_SOURCES
 
-__all__ = ["CommandParser", "command_parser", "checked", "model", "new_model_name", "prompt_source", "device",
-           "dtype", "integer", "number", "count", "natural", "positive", "fraction", "open_fraction",
-           "existing_file", "existing_folder"]
+__all__ = ["CommandParser", "command_parser", "add_config_options", "checked", "model", "new_model_name",
+           "prompt_source", "device", "dtype", "integer", "number", "count", "natural", "positive", "nonnegative",
+           "fraction", "open_fraction", "existing_file", "existing_folder"]
 
 
 class CommandParser(argparse.ArgumentParser):
@@ -41,6 +41,15 @@ def command_parser(description: str | None = None, prog: str | None = None, *, r
     description's own line breaks (a module docstring)."""
     formatter = argparse.RawDescriptionHelpFormatter if raw else argparse.HelpFormatter
     return CommandParser(prog=prog, description=description, formatter_class=formatter)
+
+
+def add_config_options(parser: argparse.ArgumentParser, defaults: dict, types: dict | None = None) -> None:
+    """One ``--the-field`` option per field of a config dataclass (``defaults``: ``asdict(Config())``), read by
+    ``types[field]`` if given, else by the field's default's type (an int or a float with a one-line error)."""
+    plain = {int: integer, float: number}
+    for name, default in defaults.items():
+        kind = (types or {}).get(name) or plain.get(type(default), str)
+        parser.add_argument("--" + name.replace("_", "-"), type=kind, default=default)
 
 
 def checked(parser: argparse.ArgumentParser, check: Callable, *args, **kwargs):
@@ -162,6 +171,8 @@ count = _bounded_int(1)
 natural = _bounded_int(0)
 #: a number > 0 (a learning rate, a temperature, a scale)
 positive = _argument_type("number > 0", lambda text: _checked_number(text, 0.0, None, strict_low=True))
+#: a number >= 0 (a weight)
+nonnegative = _argument_type("number >= 0", lambda text: _checked_number(text, 0.0, None))
 #: a number in [0, 1] (a share, a threshold, a kept fraction)
 fraction = _argument_type("number in [0, 1]", lambda text: _checked_number(text, 0.0, 1.0))
 
@@ -179,14 +190,14 @@ open_fraction = _argument_type("number in (0, 1)", _open_fraction)
 
 def _existing(kind: str, test: Callable[[Path], bool]) -> Callable[[str], object]:
     def convert(text: str) -> str:
-        if not test(Path(text).expanduser()):
+        if text and not test(Path(text).expanduser()):
             raise ValueError(f"no {kind} at {text!r}")
         return text
     return _argument_type(kind, convert)
 
 
-#: a file that must already be there (a cost model's JSON...)
+#: a file that must already be there (a cost model's JSON...); "" means none (a config's "use the default")
 existing_file = _existing("file", Path.is_file)
-#: a folder that must already be there
+#: a folder that must already be there; "" means none
 existing_folder = _existing("folder", Path.is_dir)
 

@@ -13,7 +13,6 @@ The continuations are kept in data/checkpoints/, so an interrupted run starts ag
 """
 from __future__ import annotations
 
-import argparse
 import platform
 import random
 import sys
@@ -25,6 +24,8 @@ import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
+from ..artifacts import arguments
+from ..artifacts.arguments import add_config_options, checked, command_parser
 from ..artifacts.corpus import corpus_files
 from ..artifacts.models import draft_head_folder, fingerprint, load_model, model_key
 from ..artifacts.paths import CHECKPOINTS_DIR
@@ -154,15 +155,18 @@ def fit_draft_head(model, head: DraftHead, h_draft: torch.Tensor, h_full: torch.
 
 
 def _parse(argv: list[str] | None) -> HeadConfig:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])   # prog: how it was called (labkit.cli)
-    for name, default in asdict(HeadConfig()).items():
-        parser.add_argument("--" + name.replace("_", "-"), type=type(default), default=default)
+    parser = command_parser(__doc__.split("\n")[0])   # prog: how it was called (labkit.cli)
+    add_config_options(parser, asdict(HeadConfig()), {
+        "model": arguments.model, "prompt_tokens": arguments.count, "new_tokens": arguments.count,
+        "stride": arguments.count, "max_windows": arguments.natural, "batch": arguments.count,
+        "epochs": arguments.count, "lr": arguments.positive, "top1_weight": arguments.nonnegative,
+        "threshold": arguments.fraction, "holdout": arguments.open_fraction, "seed": arguments.natural,
+        "corpus_root": arguments.existing_folder})
     cfg = HeadConfig(**vars(parser.parse_args(argv)))
-    for name in ("prompt_tokens", "new_tokens", "stride", "batch", "epochs"):
-        if getattr(cfg, name) < 1:
-            parser.error(f"--{name.replace('_', '-')} must be >= 1")
-    if not 0.0 < cfg.holdout < 1.0:
-        parser.error("--holdout must be in (0, 1)")
+    if cfg.skip:
+        checked(parser, parse_skip_set, cfg.skip)
+    elif trained_draft_path(cfg.model).get("trained draft path") is None:
+        parser.error(f"--skip is needed: model {cfg.model!r} was not trained with a fixed draft path")
     return cfg
 
 
@@ -170,8 +174,6 @@ def main(argv: list[str] | None = None) -> None:
     cfg = _parse(argv)
     torch.manual_seed(cfg.seed)
     skip = parse_skip_set(cfg.skip) if cfg.skip else trained_draft_path(cfg.model).get("trained draft path")
-    if skip is None:
-        raise SystemExit(f"{cfg.model} was not trained with a fixed draft path: pass --skip")
     model, tokenizer = load_model(cfg.model)
     t0 = time.perf_counter()
     windows = training_windows(tokenizer, cfg)

@@ -21,7 +21,7 @@ import torch.nn.functional as F
 from tqdm.auto import tqdm
 from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM
 
-from ..artifacts.arguments import checked, command_parser, integer, number
+from ..artifacts.arguments import add_config_options, checked, command_parser
 from ..artifacts.corpus import corpus_stats
 from ..artifacts.paths import CHECKPOINTS_DIR, MODELS_DIR
 from ..core.skip import parse_skip_set
@@ -31,9 +31,6 @@ from .modelcard import write_model_card
 from .objective import training_loss
 
 __all__ = ["train", "build_model", "lr_at", "evaluate", "main"]
-
-#: the command line's reading of a setting's type (a one-line error naming the flag for "--lr x")
-ARGUMENT_TYPES = {int: integer, float: number}
 
 
 def build_model(cfg: TrainConfig, tokenizer) -> LlamaForCausalLM:
@@ -231,9 +228,7 @@ def _export(model, tokenizer, cfg: TrainConfig, out_dir: Path, record: dict) -> 
 
 def main(argv: list[str] | None = None) -> None:
     parser = command_parser(__doc__, raw=True)
-    for f in TrainConfig.__dataclass_fields__.values():
-        kind = type(f.default) if f.default is not None else str
-        parser.add_argument("--" + f.name.replace("_", "-"), type=ARGUMENT_TYPES.get(kind, kind), default=f.default)
+    add_config_options(parser, asdict(TrainConfig()))
     cfg = TrainConfig(**vars(parser.parse_args(argv)))
     checked(parser, _check, cfg)
     torch.set_num_threads(cfg.threads)

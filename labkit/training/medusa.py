@@ -14,7 +14,6 @@ the heads' JSON with the losses and the time. The continuations are kept in data
 """
 from __future__ import annotations
 
-import argparse
 import platform
 import sys
 import time
@@ -25,6 +24,8 @@ import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
+from ..artifacts import arguments
+from ..artifacts.arguments import add_config_options, command_parser
 from ..artifacts.models import fingerprint, load_medusa_heads, load_model, medusa_heads_folder, model_key
 from ..artifacts.paths import CHECKPOINTS_DIR
 from ..core.medusa import MedusaHeads, model_signature
@@ -113,17 +114,15 @@ def fit_heads(model, heads: MedusaHeads, hidden: torch.Tensor, labels: torch.Ten
 
 
 def _parse(argv: list[str] | None) -> MedusaConfig:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])   # prog: how it was called (labkit.cli)
-    for name, default in asdict(MedusaConfig()).items():
-        parser.add_argument("--" + name.replace("_", "-"), type=type(default), default=default)
+    parser = command_parser(__doc__.split("\n")[0])   # prog: how it was called (labkit.cli)
+    counts = ("n_heads", "prompt_tokens", "new_tokens", "stride", "batch", "steps", "batch_positions")
+    add_config_options(parser, asdict(MedusaConfig()), {
+        **dict.fromkeys(counts, arguments.count), "model": arguments.model, "max_windows": arguments.natural,
+        "lr": arguments.positive, "holdout": arguments.open_fraction, "seed": arguments.natural,
+        "corpus_root": arguments.existing_folder})
     cfg = MedusaConfig(**vars(parser.parse_args(argv)))
-    for name in ("n_heads", "prompt_tokens", "new_tokens", "stride", "batch", "steps", "batch_positions"):
-        if getattr(cfg, name) < 1:
-            parser.error(f"--{name.replace('_', '-')} must be >= 1")
     if cfg.new_tokens <= cfg.n_heads:
         parser.error("--new-tokens must be larger than --n-heads (each position needs n_heads labels)")
-    if not 0.0 < cfg.holdout < 1.0:
-        parser.error("--holdout must be in (0, 1)")
     return cfg
 
 
