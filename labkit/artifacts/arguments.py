@@ -14,6 +14,7 @@ while the command works are the command line's business (``labkit.cli``: one lin
 from __future__ import annotations
 
 import argparse
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import NoReturn
@@ -24,8 +25,9 @@ from .models import SHIPPED_MODELS
 from .prompts import BUILTIN_SOURCES
 
 __all__ = ["CommandParser", "command_parser", "add_config_options", "checked", "model", "new_model_name",
-           "prompt_source", "device", "dtype", "integer", "number", "count", "natural", "positive", "nonnegative",
-           "fraction", "open_fraction", "existing_file", "existing_folder"]
+           "prompt_source", "device", "dtype", "integer", "number", "at_least", "count", "natural", "positive",
+           "nonnegative", "fraction", "open_fraction", "existing_file", "existing_folder", "output_file",
+           "output_folder"]
 
 
 class CommandParser(argparse.ArgumentParser):
@@ -156,7 +158,8 @@ def _checked_number(text: str, low: float, high: float | None, *, strict_low: bo
         raise ValueError(str(error).strip()) from None
 
 
-def _bounded_int(low: int) -> Callable[[str], object]:
+def at_least(low: int) -> Callable[[str], object]:
+    """An integer type with a lower bound (``count`` is ``at_least(1)``)."""
     def convert(text: str) -> int:
         try:
             return check_int("", _int(text), low)
@@ -166,9 +169,9 @@ def _bounded_int(low: int) -> Callable[[str], object]:
 
 
 #: an integer >= 1 (prompts, tokens, trials, repeats, threads...)
-count = _bounded_int(1)
+count = at_least(1)
 #: an integer >= 0 (seeds, offsets, optional extras)
-natural = _bounded_int(0)
+natural = at_least(0)
 #: a number > 0 (a learning rate, a temperature, a scale)
 positive = _argument_type("number > 0", lambda text: _checked_number(text, 0.0, None, strict_low=True))
 #: a number >= 0 (a weight)
@@ -201,3 +204,19 @@ existing_file = _existing("file", Path.is_file)
 #: a folder that must already be there; "" means none
 existing_folder = _existing("folder", Path.is_dir)
 
+
+
+def _writable(text: str, kind: str, is_kind: Callable[[Path], bool]) -> str:
+    path = Path(text).expanduser()
+    if path.exists() and not is_kind(path):
+        raise ValueError(f"{text!r} is there and is not a {kind}")
+    ancestor = next(p for p in (path, *path.parents) if p.exists())
+    if not ancestor.is_dir() or not os.access(ancestor, os.W_OK):
+        raise ValueError(f"cannot write {text!r}: {ancestor} is not a folder this user can write into")
+    return text
+
+
+#: where a command writes one file: nothing but a file there, and a writable folder above it (made when written)
+output_file = _argument_type("file", lambda text: _writable(text, "file", Path.is_file))
+#: where a command writes its files: nothing but a folder there, and a writable folder above it
+output_folder = _argument_type("folder", lambda text: _writable(text, "folder", Path.is_dir))

@@ -34,6 +34,7 @@ from pathlib import Path
 
 import torch
 
+from ..artifacts import arguments
 from ..artifacts.models import SHIPPED_MODELS, load_model
 from ..artifacts.prompts import benchmark_prompts
 from ..artifacts.results import skip_set_for
@@ -377,35 +378,41 @@ def calibrate(model, tokenizer, *, prompts=None, kept: Sequence[float] = (1.0, 0
 def _widen(text: str) -> tuple[int, int]:
     try:
         hidden, layers = (int(v) for v in text.lower().split("x"))
-    except ValueError as error:
-        raise argparse.ArgumentTypeError(f"--widen takes HIDDENxLAYERS (e.g. 1536x12), got {text!r}") from error
+    except ValueError:
+        hidden = layers = 0
+    if hidden < 1 or layers < 1:
+        raise argparse.ArgumentTypeError(f"must be HIDDENxLAYERS, two integers >= 1 (e.g. 1536x12), got {text!r}")
     return hidden, layers
 
 
 def main(argv: Sequence[str] | None = None) -> Calibration:
-    parser = argparse.ArgumentParser(
-        description="Predict the speedup self-drafting reaches on this machine (costs c and c_v, agreement alpha), "
-                    "then measure it beside the prediction.")
-    parser.add_argument("--model", default="default", help="shipped model name or a Hugging Face model folder")
-    parser.add_argument("--device", default=None, help="cpu (default), cuda, cuda:N, mps or auto")
-    parser.add_argument("--dtype", default=None, help="fp32 (default), bf16 or fp16")
+    parser = arguments.command_parser(
+        "Predict the speedup self-drafting reaches on this machine (costs c and c_v, agreement alpha), "
+        "then measure it beside the prediction.")
+    parser.add_argument("--model", type=arguments.model, default="default",
+                        help="shipped model name or a Hugging Face model folder")
+    parser.add_argument("--device", type=arguments.device, default=None,
+                        help="cpu (default), cuda, cuda:N, mps or auto")
+    parser.add_argument("--dtype", type=arguments.dtype, default=None, help="fp32 (default), bf16 or fp16")
     parser.add_argument("--widen", type=_widen, default=None, metavar="HIDDENxLAYERS",
                         help="calibrate a randomly initialised model of MODEL's family this wide and deep instead")
-    parser.add_argument("--branch-scale", type=float, default=0.004,
+    parser.add_argument("--branch-scale", type=arguments.positive, default=0.004,
                         help="with --widen: scale of the blocks' output projections (small: a skip-tolerant model)")
-    parser.add_argument("--kept", type=float, nargs="+", default=[1.0, 0.75, 0.5, 0.25],
+    parser.add_argument("--kept", type=arguments.fraction, nargs="+", default=[1.0, 0.75, 0.5, 0.25],
                         help="fractions of blocks kept for the draft-cost curve")
-    parser.add_argument("--draft-kept", type=float, default=0.5,
+    parser.add_argument("--draft-kept", type=arguments.fraction, default=0.5,
                         help="blocks kept by the draft when the model has no searched skip set")
     parser.add_argument("--draft-weights", default=None, choices=["int8"],
                         help="the draft reads int8 copies of the weights (default: the model's own)")
-    parser.add_argument("--gammas", type=int, nargs="+", default=[1, 2, 4, 8], help="draft lengths to predict")
-    parser.add_argument("--tokens", type=int, default=32, help="new tokens per prompt")
-    parser.add_argument("--prompts", type=int, default=2, help="held-out stdlib prompts")
-    parser.add_argument("--repeats", type=int, default=3, help="interleaved repetitions of the measured run")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
-    parser.add_argument("--out", default=None, help="write the calibration as JSON here")
+    parser.add_argument("--gammas", type=arguments.count, nargs="+", default=[1, 2, 4, 8],
+                        help="draft lengths to predict")
+    parser.add_argument("--tokens", type=arguments.at_least(2), default=32, help="new tokens per prompt")
+    parser.add_argument("--prompts", type=arguments.count, default=2, help="held-out stdlib prompts")
+    parser.add_argument("--repeats", type=arguments.count, default=3,
+                        help="interleaved repetitions of the measured run")
+    parser.add_argument("--seed", type=arguments.natural, default=0)
+    parser.add_argument("--threads", type=arguments.count, default=1, help="torch threads (default 1)")
+    parser.add_argument("--out", type=arguments.output_file, default=None, help="write the calibration as JSON here")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
 

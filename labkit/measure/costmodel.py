@@ -14,7 +14,6 @@ How the timings are taken and fitted, and why, is in ``docs/decisions.md`` (cost
 """
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import random
@@ -27,6 +26,7 @@ from pathlib import Path
 
 import torch
 
+from ..artifacts import arguments
 from ..artifacts.models import load_model
 from ..artifacts.paths import RESULTS_DIR
 from ..core.cache import crop_to, new_cache
@@ -341,13 +341,14 @@ def verify_cost_in_steps(cost_model, n_tokens: int) -> float:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(
-        description="Measure a model's forward costs on this machine and save them as JSON.")
-    parser.add_argument("--model", default="default", help="shipped model name or a Hugging Face model folder")
-    parser.add_argument("--out", default=None, help="JSON path (default: results/costmodel/<model>.json)")
-    parser.add_argument("--context", type=int, default=128, help="KV-cache length to time at")
-    parser.add_argument("--repeats", type=int, default=7)
-    parser.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
+    parser = arguments.command_parser("Measure a model's forward costs on this machine and save them as JSON.")
+    parser.add_argument("--model", type=arguments.model, default="default",
+                        help="shipped model name or a Hugging Face model folder")
+    parser.add_argument("--out", type=arguments.output_file, default=None,
+                        help="JSON path (default: results/costmodel/<model>.json)")
+    parser.add_argument("--context", type=arguments.count, default=128, help="KV-cache length to time at")
+    parser.add_argument("--repeats", type=arguments.count, default=7)
+    parser.add_argument("--threads", type=arguments.count, default=1, help="torch threads (default 1)")
     parser.add_argument("--pooling", default="partial", choices=POOLINGS,
                         help="per-layer block costs: pooled across layers partially (default), fully, or not")
     args = parser.parse_args(argv)

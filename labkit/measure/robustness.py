@@ -13,7 +13,6 @@ Agreement is teacher-forced on held-out prompts (see :mod:`labkit.measure.agreem
 """
 from __future__ import annotations
 
-import argparse
 import json
 import platform
 import random
@@ -23,6 +22,7 @@ from pathlib import Path
 import torch
 from tqdm.auto import tqdm
 
+from ..artifacts import arguments
 from ..artifacts.models import load_model, model_folder, model_key
 from ..artifacts.paths import RESULTS_DIR
 from ..artifacts.prompts import prompts, source_info, source_label
@@ -165,13 +165,13 @@ def write_report(model: str, report: dict) -> Path:
 
 
 def main(argv: list[str] | None = None) -> Path:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--model", default="default")
-    parser.add_argument("--prompts", type=int, default=12)
-    parser.add_argument("--tokens", type=int, default=48)
-    parser.add_argument("--random", type=int, default=100)
-    parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--prompt-source", default="stdlib",
+    parser = arguments.command_parser(__doc__, raw=True)
+    parser.add_argument("--model", type=arguments.model, default="default")
+    parser.add_argument("--prompts", type=arguments.count, default=12)
+    parser.add_argument("--tokens", type=arguments.count, default=48)
+    parser.add_argument("--random", type=arguments.natural, default=100)
+    parser.add_argument("--threads", type=arguments.count, default=1)
+    parser.add_argument("--prompt-source", type=arguments.prompt_source, default="stdlib",
                         help="stdlib (default: writes the model's robustness.json), packages, stdlib-long, "
                              "packages-long or a .txt/.jsonl file "
                              "(written to results/robustness/, the model card untouched)")
