@@ -35,6 +35,7 @@ from pathlib import Path
 import torch
 from tqdm.auto import tqdm
 
+from ..artifacts import arguments
 from ..artifacts.models import load_model, model_key
 from ..artifacts.prompts import benchmark_prompts, showcase_prompt
 from ..artifacts.results import bucket_index, ratio_buckets, skip_sets_by_bucket
@@ -362,48 +363,59 @@ def measure_live(model, tokenizer, skip: SkipSet, setting: Setting, prompt_texts
     return row
 
 
+def _showcase_model(text: str) -> str:
+    """--showcase-model: a model to read, or 'none'."""
+    return text if text == "none" else arguments.model(text)
+
+
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        description="Measure the skip-ratio × threshold grid of notebook 04 and save it as JSON "
-                    "(default: data/playground/<model>.json).")
-    p.add_argument("--model", default="default", help="shipped model name or a Hugging Face model folder")
-    p.add_argument("--out", default=None, help="JSON path (default: data/playground/<model>.json)")
-    p.add_argument("--search-dir", default=None, help="folder of the search results (default: data/search)")
-    p.add_argument("--thresholds", type=float, nargs="+", default=list(DEFAULT_THRESHOLDS))
-    p.add_argument("--max-drafts", type=int, nargs="+", default=list(DEFAULT_MAX_DRAFTS))
+    p = arguments.command_parser(
+        "Measure the skip-ratio × threshold grid of notebook 04 and save it as JSON "
+        "(default: data/playground/<model>.json).")
+    p.add_argument("--model", type=arguments.model, default="default",
+                   help="shipped model name or a Hugging Face model folder")
+    p.add_argument("--out", type=arguments.output_file, default=None,
+                   help="JSON path (default: data/playground/<model>.json)")
+    p.add_argument("--search-dir", type=arguments.existing_folder, default=None,
+                   help="folder of the search results (default: data/search)")
+    p.add_argument("--thresholds", type=arguments.fraction, nargs="+", default=list(DEFAULT_THRESHOLDS))
+    p.add_argument("--max-drafts", type=arguments.count, nargs="+", default=list(DEFAULT_MAX_DRAFTS))
     p.add_argument("--policies", nargs="+", default=list(POLICIES), choices=POLICIES)
     p.add_argument("--draft-weights", nargs="+", default=list(DRAFT_WEIGHTS), choices=DRAFT_WEIGHTS,
                    help="the self-draft's weights: fp32 (the model's own) and/or int8 copies")
-    p.add_argument("--n-prompts", type=int, default=GridConfig.n_prompts)
-    p.add_argument("--max-new-tokens", type=int, default=GridConfig.max_new_tokens)
-    p.add_argument("--prompt-seed", type=int, default=0)
-    p.add_argument("--seed", type=int, default=0, help="order of the cells inside a block")
-    p.add_argument("--max-ratio", type=float, default=1.0, help="leave out searched skip sets above this ratio")
-    p.add_argument("--showcase-model", default=GridConfig.showcase_model,
+    p.add_argument("--n-prompts", type=arguments.count, default=GridConfig.n_prompts)
+    p.add_argument("--max-new-tokens", type=arguments.at_least(2), default=GridConfig.max_new_tokens)
+    p.add_argument("--prompt-seed", type=arguments.natural, default=0)
+    p.add_argument("--seed", type=arguments.natural, default=0, help="order of the cells inside a block")
+    p.add_argument("--max-ratio", type=arguments.fraction, default=1.0,
+                   help="leave out searched skip sets above this ratio")
+    p.add_argument("--showcase-model", type=_showcase_model, default=GridConfig.showcase_model,
                    help="the first prompt is this model's showcase prompt (novel text); 'none': benchmark order only")
-    p.add_argument("--repeats", type=int, default=GridConfig.repeats,
+    p.add_argument("--repeats", type=arguments.count, default=GridConfig.repeats,
                    help="runs of every cell (the min-max over them is the noise shown as error bars)")
-    p.add_argument("--plain-every", type=int, default=GridConfig.plain_every,
+    p.add_argument("--plain-every", type=arguments.count, default=GridConfig.plain_every,
                    help="a plain-loop run after every this many speculative runs (a chunk's baseline)")
-    p.add_argument("--cost-model-repeats", type=int, default=GridConfig.cost_model_repeats,
+    p.add_argument("--cost-model-repeats", type=arguments.natural, default=GridConfig.cost_model_repeats,
                    help="repeats of the cost-model timings (0: analytic limit from the trace timings)")
-    p.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
-    p.add_argument("--device", default=None, help="where the model runs: cpu (default), cuda, cuda:N, mps or auto")
-    p.add_argument("--dtype", default=None, help="its precision: fp32 (default), bf16 or fp16")
+    p.add_argument("--threads", type=arguments.count, default=1, help="torch threads (default 1)")
+    p.add_argument("--device", type=arguments.device, default=None,
+                   help="where the model runs: cpu (default), cuda, cuda:N, mps or auto")
+    p.add_argument("--dtype", type=arguments.dtype, default=None, help="its precision: fp32 (default), bf16 or fp16")
     return p
 
 
 def main(argv: Sequence[str] | None = None) -> Path:
     argv = list(sys.argv[1:] if argv is None else argv)
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
-
-    cfg = GridConfig(thresholds=tuple(args.thresholds), max_drafts=tuple(args.max_drafts),
-                     policies=tuple(args.policies), draft_weights=tuple(args.draft_weights), n_prompts=args.n_prompts,
-                     max_new_tokens=args.max_new_tokens, prompt_seed=args.prompt_seed, seed=args.seed,
-                     plain_every=args.plain_every, repeats=args.repeats,
-                     showcase_model=None if args.showcase_model in (None, "none") else args.showcase_model,
-                     max_ratio=args.max_ratio, cost_model_repeats=args.cost_model_repeats)
+    cfg = arguments.checked(
+        parser, GridConfig, thresholds=tuple(args.thresholds), max_drafts=tuple(args.max_drafts),
+        policies=tuple(args.policies), draft_weights=tuple(args.draft_weights), n_prompts=args.n_prompts,
+        max_new_tokens=args.max_new_tokens, prompt_seed=args.prompt_seed, seed=args.seed,
+        plain_every=args.plain_every, repeats=args.repeats,
+        showcase_model=None if args.showcase_model in (None, "none") else args.showcase_model,
+        max_ratio=args.max_ratio, cost_model_repeats=args.cost_model_repeats)
     model, tokenizer = load_model(args.model, device=args.device, dtype=args.dtype)
     command = "python -m labkit grid " + " ".join(shlex.quote(a) for a in argv)
     grid = compute_grid(model, tokenizer, model_name=args.model, config=cfg, search_dir=args.search_dir,
