@@ -41,6 +41,7 @@ from pathlib import Path
 
 import torch
 
+from ..artifacts import arguments
 from ..artifacts.models import load_model, model_folder
 from ..artifacts.prompts import benchmark_prompts, source_info, source_label
 from ..artifacts.results import skip_set_for
@@ -218,27 +219,29 @@ def write_results(result: dict, out_dir: Path) -> list[Path]:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = arguments.command_parser(__doc__, raw=True)
     parser.add_argument("--quick", action="store_true", help="about a minute: 1 model, 2 prompts, 48 tokens")
-    for flag, kind in (("--models", "+"), ("--strategy-sources", "+")):
-        parser.add_argument(flag, nargs=kind, help="prompt sources of the skip-strategy section (default: stdlib "
-                            "packages; also stdlib-long, packages-long or .txt/.jsonl files)" if "sources" in flag
-                            else None)
+    parser.add_argument("--models", nargs="+", type=arguments.model)
+    parser.add_argument("--strategy-sources", nargs="+", type=arguments.prompt_source,
+                        help="prompt sources of the skip-strategy section (default: stdlib packages; also "
+                             "stdlib-long, packages-long or .txt/.jsonl files)")
     for flag in ("--prompts", "--tokens", "--repeats", "--threads"):
-        parser.add_argument(flag, type=int)
+        parser.add_argument(flag, type=arguments.count)
     for flag, what in _SWITCHES.items():
         parser.add_argument(flag, action="store_true", help=what[2])
-    parser.add_argument("--prompt-source", help="prompts of the greedy/sampling sections: stdlib (default), "
-                                                "packages, stdlib-long, packages-long (each function after the "
-                                                "file text before it), or a .txt/.jsonl file (see "
-                                                "labkit.artifacts.prompts)")
+    parser.add_argument("--prompt-source", type=arguments.prompt_source,
+                        help="prompts of the greedy/sampling sections: stdlib (default), packages, stdlib-long, "
+                             "packages-long (each function after the file text before it), or a .txt/.jsonl file "
+                             "(see labkit.artifacts.prompts)")
     parser.add_argument("--draft-weights", nargs="*", choices=DRAFT_WEIGHTS,
                         help="extra strategy-section rows of the static sets with these draft weights "
                              "(default: int8; the flag with no value: no extra rows)")
-    parser.add_argument("--device", help="where the models run: cpu (default), cuda, cuda:N, mps or auto")
-    parser.add_argument("--dtype", help="their precision: fp32 (default), bf16 or fp16 (greedy rows are checked "
-                                        "against the plain loop in that precision)")
-    parser.add_argument("--out", help="results folder (default data/bench)")
+    parser.add_argument("--device", type=arguments.device,
+                        help="where the models run: cpu (default), cuda, cuda:N, mps or auto")
+    parser.add_argument("--dtype", type=arguments.dtype,
+                        help="their precision: fp32 (default), bf16 or fp16 (greedy rows are checked against the "
+                             "plain loop in that precision)")
+    parser.add_argument("--out", type=arguments.output_folder, help="results folder (default data/bench)")
     parser.add_argument("--trace-overhead", action="store_true",
                         help="only measure what recording the trace costs (record_trace on vs off)")
     return parser
