@@ -18,7 +18,6 @@ Sections (each row names its device and dtype):
 """
 from __future__ import annotations
 
-import argparse
 import json
 import math
 from collections.abc import Sequence
@@ -29,6 +28,7 @@ import torch
 import transformers
 from tqdm.auto import tqdm
 
+from ..artifacts import arguments
 from ..artifacts.models import FAMILIES, family_config, load_draft_head, load_model, model_folder, random_model
 from ..artifacts.paths import BENCH_DIR
 from ..artifacts.prompts import benchmark_prompts, source_label
@@ -308,15 +308,17 @@ def export_prompts(folder: str | Path, sources: Sequence[str], n: int, seed: int
 
 
 def main(argv: Sequence[str] | None = None) -> Path:
-    parser = argparse.ArgumentParser(prog="python -m labkit device-bench", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--device", default="auto", help="cpu, cuda, cuda:N, mps or auto (default)")
+    parser = arguments.command_parser(__doc__.split("\n\n")[0])      # prog: how it was called (labkit.cli)
+    parser.add_argument("--device", type=arguments.device, default="auto",
+                        help="cpu, cuda, cuda:N, mps or auto (default)")
     parser.add_argument("--quick", action="store_true", help="tiny sizes: check that everything runs")
     parser.add_argument("--sections", nargs="+", choices=SECTIONS, default=None,
                         help="run only these sections (default: all); the others keep an earlier run's rows")
-    parser.add_argument("--out-dir", default=None, help="where to write (default data/bench/device)")
-    parser.add_argument("--sources", nargs="+", default=None,
+    parser.add_argument("--out-dir", type=arguments.output_folder, default=None,
+                        help="where to write (default data/bench/device)")
+    parser.add_argument("--sources", nargs="+", type=arguments.prompt_source, default=None,
                         help="prompt sources: stdlib, packages, stdlib-long, packages-long or .jsonl/.txt files")
-    parser.add_argument("--export-prompts", metavar="FOLDER", default=None,
+    parser.add_argument("--export-prompts", type=arguments.output_folder, metavar="FOLDER", default=None,
                         help="only write the benchmark's prompts of --sources to FOLDER/<source>.jsonl, then stop")
     args = parser.parse_args(argv)
     sections = tuple(args.sections) if args.sections else SECTIONS

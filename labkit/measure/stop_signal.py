@@ -20,7 +20,6 @@ drafted, never the distribution of what is emitted.
 """
 from __future__ import annotations
 
-import argparse
 import ast
 import importlib
 import inspect
@@ -31,6 +30,7 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
+from ..artifacts import arguments
 from ..artifacts.models import load_model
 from ..artifacts.prompts import Prompt, benchmark_prompts
 from ..artifacts.results import skip_set_for
@@ -212,15 +212,16 @@ def _report(name: str, model, tokenizer, skip, prompts, args) -> dict:
 
 
 def main(argv: Sequence[str] | None = None) -> dict:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--model", default="default")
-    parser.add_argument("--n-prompts", type=int, default=8, help="per prompt set (stdlib benchmark, outside)")
-    parser.add_argument("--max-new-tokens", type=int, default=64)
-    parser.add_argument("--temperature", type=float, default=0.7)
-    parser.add_argument("--gamma", type=int, default=8, help="fixed draft length of the AUC samples")
-    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds of the timing")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--threads", type=int, default=1)
+    parser = arguments.command_parser(__doc__.split("\n")[0])
+    parser.add_argument("--model", type=arguments.model, default="default")
+    parser.add_argument("--n-prompts", type=arguments.count, default=8,
+                        help="per prompt set (stdlib benchmark, outside)")
+    parser.add_argument("--max-new-tokens", type=arguments.count, default=64)
+    parser.add_argument("--temperature", type=arguments.positive, default=0.7)
+    parser.add_argument("--gamma", type=arguments.count, default=8, help="fixed draft length of the AUC samples")
+    parser.add_argument("--rounds", type=arguments.count, default=3, help="interleaved rounds of the timing")
+    parser.add_argument("--seed", type=arguments.natural, default=0)
+    parser.add_argument("--threads", type=arguments.count, default=1)
     args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
     torch.set_num_threads(args.threads)
     model, tokenizer = load_model(args.model)
