@@ -27,7 +27,7 @@ from .prompts import BUILTIN_SOURCES
 __all__ = ["CommandParser", "command_parser", "add_config_options", "checked", "model", "new_model_name",
            "prompt_source", "device", "dtype", "integer", "number", "at_least", "count", "natural", "positive",
            "nonnegative", "fraction", "open_fraction", "existing_file", "existing_folder", "output_file",
-           "output_folder"]
+           "output_folder", "output_path"]
 
 
 class CommandParser(argparse.ArgumentParser):
@@ -218,5 +218,7 @@ def _writable(text: str, kind: str, is_kind: Callable[[Path], bool]) -> str:
 
 #: where a command writes one file: nothing but a file there, and a writable folder above it (made when written)
 output_file = _argument_type("file", lambda text: _writable(text, "file", Path.is_file))
+#: where a command writes a file or a folder (which one depends on what it does), under a writable folder
+output_path = _argument_type("path", lambda text: _writable(text, "file or folder", lambda path: True))
 #: where a command writes its files: nothing but a folder there, and a writable folder above it
 output_folder = _argument_type("folder", lambda text: _writable(text, "folder", Path.is_dir))

@@ -42,7 +42,7 @@ from .space import skip_from_params, space_param_names
 __all__ = ["DEFAULT_STORAGE", "STUDY_MARKER", "CALIBRATION_ATTR", "HEARTBEAT_INTERVAL_S", "GRACE_PERIOD_S",
            "CONNECT_TIMEOUT_S", "LEGACY_PRECISION", "open_storage", "feasible_trials", "recorded_precision",
            "default_study_name", "expected_attrs", "check_attrs", "open_study", "stored_cost_model",
-           "stored_cost_models", "stored_calibration", "known_good_sets"]
+           "stored_cost_models", "stored_calibration", "known_good_sets", "check_heartbeat"]
 
 DEFAULT_STORAGE = f"sqlite:///{RESULTS_DIR / 'search.db'}"
 STUDY_MARKER = "labkit_search"
@@ -128,7 +128,8 @@ def _rdb(url: str, heartbeat_interval: int, grace_period: int):
     return rdb
 
 
-def _check_heartbeat(heartbeat_interval, grace_period) -> None:
+def check_heartbeat(heartbeat_interval, grace_period) -> None:
+    """ValueError unless both are whole seconds >= 1 and the grace period outlasts a heartbeat."""
     check_int("heartbeat_interval", heartbeat_interval, 1)
     check_int("grace_period", grace_period, 1)
     if grace_period <= heartbeat_interval:
@@ -150,7 +151,7 @@ def open_storage(storage=None, *, heartbeat_interval: int = HEARTBEAT_INTERVAL_S
     """
     if isinstance(storage, optuna.storages.BaseStorage):
         return storage
-    _check_heartbeat(heartbeat_interval, grace_period)
+    check_heartbeat(heartbeat_interval, grace_period)
     if storage is None:
         RESULTS_DIR.mkdir(exist_ok=True)
         storage = DEFAULT_STORAGE

@@ -211,8 +211,11 @@ def test_bad_server_urls_fail_fast(postgres, tiny, monkeypatch):
     assert "secret" not in str(err.value) and "refused" in str(err.value)
     with pytest.raises(ValueError, match='database "nosuchdb" does not exist'):
         open_storage(postgres + "nosuchdb")
-    assert main(["--model", tiny, "--storage", closed, "--trials", "1", "--no-progress"]) == 2
-    assert main(["--model", tiny, "--storage", postgres + "x", "--grace-period", "1", "--no-progress"]) == 2
+    with pytest.raises(ValueError, match="cannot open Optuna storage"):   # `python -m labkit`: one line, status 1
+        main(["--model", tiny, "--storage", closed, "--trials", "1", "--no-progress"])
+    with pytest.raises(SystemExit) as exit_:                             # a usage error: status 2, before any work
+        main(["--model", tiny, "--storage", postgres + "x", "--grace-period", "1", "--no-progress"])
+    assert exit_.value.code == 2
     assert time.monotonic() - started < 10
     monkeypatch.setattr(storage_module, "CONNECT_TIMEOUT_S", 2)
     with socket.socket() as silent:                         # accepts the connection, never answers

@@ -111,5 +111,6 @@ def test_the_command_line_takes_device_and_dtype(tiny, tmp_path, capsys):
     assert "study tiny4-measured-bf16: 2 new trials" in capsys.readouterr().out
     study = optuna.load_study(study_name="tiny4-measured-bf16", storage=open_storage(storage))
     assert recorded_precision(study.user_attrs) == {"dtype": "bf16", "device": "cpu"}
-    assert main(["--model", tiny, "--trials", "1", "--storage", storage, "--dtype", "int4", "--no-progress"]) == 2
-    assert "dtype must be one of" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_:
+        main(["--model", tiny, "--trials", "1", "--storage", storage, "--dtype", "int4", "--no-progress"])
+    assert exit_.value.code == 2 and "argument --dtype: dtype must be one of" in capsys.readouterr().err

@@ -254,7 +254,9 @@ def test_bad_input_errors(tiny, tmp_path, monkeypatch):
                 f"journal:{tmp_path}/missing/x.log", "results.txt"):
         with pytest.raises(ValueError, match="cannot open Optuna storage"):
             run_search(tiny, trials=1, storage=url)
-    assert main(["--model", tiny, "--trials", "0", "--storage", storage, "--no-progress"]) == 2
+    with pytest.raises(SystemExit) as exit_:                       # a usage error: argparse's status 2
+        main(["--model", tiny, "--trials", "0", "--storage", storage, "--no-progress"])
+    assert exit_.value.code == 2
 
 
 def test_same_study_name_with_other_model_space_or_objective(tiny, tiny3, tmp_path):
