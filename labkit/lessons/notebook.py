@@ -7,7 +7,6 @@ writes HTML copies for readers who only want to look (``--full``: full mode, int
 """
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import os
@@ -17,6 +16,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from ..artifacts.arguments import command_parser
 from ..artifacts.models import SHIPPED_MODELS
 from ..artifacts.paths import BUILD_DIR, MODELS_DIR, NOTEBOOK_DIR, SEARCH_DIR
 from ..measure.machine import cpu_model
@@ -136,7 +136,7 @@ def remote_scripts(html: str) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="Execute the lab's notebooks and export them to HTML.")
+    parser = command_parser("Execute the lab's notebooks and export them to HTML.")
     parser.add_argument("command", choices=["html", "run"])
     parser.add_argument("--full", action="store_true",
                         help="full mode instead of FAST "
