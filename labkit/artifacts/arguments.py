@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import NoReturn
@@ -60,7 +61,17 @@ def checked(parser: argparse.ArgumentParser, check: Callable, *args, **kwargs):
     try:
         return check(*args, **kwargs)
     except (ValueError, TypeError, FileNotFoundError, ImportError) as error:
-        parser.error(str(error))
+        parser.error(_as_option(parser, str(error)))
+
+
+def _as_option(parser: argparse.ArgumentParser, message: str) -> str:
+    """A config check's message that starts with a field's name (``lr must be ...``) says the option the user typed
+    instead (``--lr must be ...``)."""
+    field = re.match(r"\w+", message)
+    for action in parser._actions:
+        if field and action.dest == field.group() and action.option_strings:
+            return action.option_strings[-1] + message[field.end():]
+    return message
 
 
 def _argument_type(name: str, convert: Callable) -> Callable[[str], object]:

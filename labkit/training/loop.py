@@ -21,6 +21,7 @@ import torch.nn.functional as F
 from tqdm.auto import tqdm
 from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM
 
+from ..artifacts import arguments
 from ..artifacts.arguments import add_config_options, checked, command_parser
 from ..artifacts.corpus import corpus_stats
 from ..artifacts.paths import CHECKPOINTS_DIR, MODELS_DIR
@@ -228,7 +229,9 @@ def _export(model, tokenizer, cfg: TrainConfig, out_dir: Path, record: dict) -> 
 
 def main(argv: list[str] | None = None) -> None:
     parser = command_parser(__doc__, raw=True)
-    add_config_options(parser, asdict(TrainConfig()))
+    add_config_options(parser, asdict(TrainConfig()), {
+        "name": arguments.new_model_name, "corpus_root": arguments.existing_folder,
+        **dict.fromkeys(("out_dir", "work_dir", "tokenizer_dir"), arguments.output_folder)})
     cfg = TrainConfig(**vars(parser.parse_args(argv)))
     checked(parser, _check, cfg)
     torch.set_num_threads(cfg.threads)
