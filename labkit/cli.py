@@ -4,7 +4,10 @@
     python -m labkit grid --help          # a command's own options (its argparse)
     python -m labkit train --name default
 
-Each command is the ``main(argv)`` of the module that does the work; this table only names them. The old forms
+Each command is the ``main(argv)`` of the module that does the work; this table only names them. A command reads
+its arguments with :mod:`labkit.artifacts.arguments` (one-line usage errors, exit status 2, before any work);
+:func:`run` is the one place a failure while working becomes one line on stderr, exit status 1 (``--debug``, anywhere
+after the command, shows the traceback instead), and Ctrl-C one line, exit status 130. The old forms
 ``python -m labkit.bench``, ``python -m labkit.playground``, ... still work, because model cards and committed results
 record them: ``labkit/_aliases/<old name>.py`` is importable as ``labkit.<old name>`` (``labkit/__init__.py`` puts that
 folder on ``labkit.__path__``) and calls :func:`alias`. ``python -m labkit.search`` is the search package's own
@@ -89,8 +92,8 @@ def usage() -> str:
     """The command list, one line each (``python -m labkit`` and ``python -m labkit --help``)."""
     width = max(len(c.name) for c in COMMANDS) + 2
     lines = [f"usage: {PROG} <command> [args] [{DEBUG_FLAG}]", "",
-             f"{PROG} <command> --help gives a command's own options; a bad argument or a failure ends in one "
-             f"line ({DEBUG_FLAG}: with its traceback). Commands:"]
+             f"A command's options: {PROG} <command> --help. A bad argument or a failure ends in one line",
+             f"({DEBUG_FLAG}: a failure's traceback). Commands:"]
     lines += [f"  {c.name:<{width}}{c.summary}" for c in COMMANDS]
     old = sorted(f"{PROG}.{o}" for c in COMMANDS for o in (c.old_names or (c.name,)) if o.isidentifier())
     lines += ["", "The older forms still work: " + ", ".join(old) + "."]
