@@ -49,10 +49,12 @@ def options_part(text: str) -> str:
 def test_every_command_help_through_labkit_and_through_its_old_form(command, monkeypatch):
     new = help_text(lambda: cli.main([command.name, "--help"]))
     assert new.startswith("usage: python -m labkit"), new[:200]
+    assert new.startswith(f"usage: python -m labkit {command.name}"), new[:200]
     for old in old_forms(command):
         monkeypatch.setattr(sys, "argv", [f"labkit.{old}", "--help"])
         text = help_text(lambda: runpy.run_module(f"labkit.{old}", run_name="__main__", alter_sys=True))
-        assert text.startswith(f"usage: python -m labkit.{old}"), text[:200]
+        form = "python -m labkit search" if old == "search" else f"python -m labkit.{old}"   # its own __main__
+        assert text.startswith(f"usage: {form}"), text[:200]
         assert options_part(text) == options_part(new), f"python -m labkit.{old} --help differs from the new form"
 
 
@@ -108,6 +110,48 @@ def test_the_program_name_is_set_for_one_call_only(monkeypatch):
     monkeypatch.setattr(cli, "load", lambda target: (lambda argv: seen.append((sys.argv[0], argv))))
     cli.run("playground", ["--model", "m"])
     assert seen == [("python -m labkit grid", ["--model", "m"])] and sys.argv == ["pytest", "--x"]
+
+
+def failing(error: BaseException):
+    """A command whose ``main`` raises ``error`` while working."""
+    def main(argv):
+        raise error
+    return main
+
+
+def test_a_failure_while_working_is_one_line_and_status_1(monkeypatch, capsys):
+    monkeypatch.setattr(cli, "load", lambda target: failing(OSError("disk full\nwhile writing x")))
+    assert cli.run("grid", ["--model", "m"]) == cli.FAILURE == 1
+    assert capsys.readouterr().err == "python -m labkit grid: error: disk full while writing x (--debug shows the " \
+                                      "traceback)\n"
+
+
+def test_debug_shows_the_traceback_and_is_not_passed_to_the_command(monkeypatch):
+    seen = []
+    monkeypatch.setattr(cli, "load", lambda target: (lambda argv: seen.append(argv) or 0))
+    assert cli.run("bench", ["--quick", "--debug"]) == 0 and seen == [["--quick"]]
+    monkeypatch.setattr(cli, "load", lambda target: failing(ValueError("bad")))
+    with pytest.raises(ValueError, match="bad"):
+        cli.run("bench", ["--debug"])
+
+
+def test_ctrl_c_is_one_line_and_status_130(monkeypatch, capsys):
+    monkeypatch.setattr(cli, "load", lambda target: failing(KeyboardInterrupt()))
+    assert cli.run("train", []) == cli.INTERRUPTED == 130
+    assert capsys.readouterr().err == "python -m labkit train: interrupted; run the same command again to resume\n"
+
+
+def test_a_usage_error_passes_through_with_its_status(monkeypatch):
+    monkeypatch.setattr(cli, "load", lambda target: failing(SystemExit(2)))
+    with pytest.raises(SystemExit) as exit_:
+        cli.run("grid", [])
+    assert exit_.value.code == 2
+
+
+def test_the_readme_lists_the_commands_as_python_m_labkit_prints_them():
+    readme = (ROOT / "README.md").read_text()
+    listed = [line for line in cli.usage().splitlines() if line.startswith("  ")]
+    assert "```text\n" + "\n".join(listed) + "\n```" in readme
 
 
 # Real processes, as a user types them (about 4 s each: `import labkit`).
