@@ -91,6 +91,8 @@ BAD_CALLS = {
         (["--grace-period", "5"], "--grace-period (5 s) must be longer than heartbeat_interval (10 s), or a live "
                                   "worker's trial is failed between two heartbeats"),
         (["--ratio-bucket", "0.5", "0.2"], "--ratio-bucket must satisfy 0 <= lo < hi <= 1, got (0.5, 0.2)"),
+        (["export", "--storage", "none.db"], "--storage: no study storage at none.db; export reads the studies a run "
+                                             "wrote"),
         (["publish"], "argument action: invalid choice: 'publish' (choose from 'run', 'export', 'compare', 'rank', "
                       "'check', 'final')"),
     ],

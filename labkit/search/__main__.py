@@ -44,6 +44,7 @@ from .storage import (
     check_heartbeat,
     default_study_name,
     open_storage,
+    storage_file,
 )
 
 #: the form this command is called by (its usage line)
@@ -111,6 +112,9 @@ def _configs(args) -> list[SearchConfig]:
             for bucket in buckets]
 
 
+#: the actions that only read the studies in the storage (a missing SQLite file is an error, not a new empty one)
+READING_ACTIONS = ("export", "final", "check")
+
 #: the options that set an objective's settings, and the setting each one sets
 SETTING_FLAGS = {"--prompts": "n_prompts", "--tokens": "n_tokens", "--max-new-tokens": "max_new_tokens",
                  "--policy": "policy", "--sources": "sources"}
@@ -120,6 +124,9 @@ def _check_arguments(args) -> None:
     """The checks that read several options at once, before any work (argparse has read each one): a setting the
     study's objective does not read is an error, not silently dropped (``--sources`` is read by ``priced`` only)."""
     check_heartbeat(args.heartbeat_interval, args.grace_period)
+    stored = storage_file(args.storage)
+    if args.action in READING_ACTIONS and stored is not None and not stored.is_file():
+        raise ValueError(f"--storage: no study storage at {stored}; {args.action} reads the studies a run wrote")
     objective = args.objective or "modelled"
     read = set(DEFAULT_SETTINGS[objective]) - ({"sources"} if objective != "priced" else set())
     if args.action in ("run", "compare"):

@@ -42,7 +42,8 @@ from .space import skip_from_params, space_param_names
 __all__ = ["DEFAULT_STORAGE", "STUDY_MARKER", "CALIBRATION_ATTR", "HEARTBEAT_INTERVAL_S", "GRACE_PERIOD_S",
            "CONNECT_TIMEOUT_S", "LEGACY_PRECISION", "open_storage", "feasible_trials", "recorded_precision",
            "default_study_name", "expected_attrs", "check_attrs", "open_study", "stored_cost_model",
-           "stored_cost_models", "stored_calibration", "known_good_sets", "check_heartbeat"]
+           "stored_cost_models", "stored_calibration", "known_good_sets", "check_heartbeat",
+           "storage_file"]
 
 DEFAULT_STORAGE = f"sqlite:///{RESULTS_DIR / 'search.db'}"
 STUDY_MARKER = "labkit_search"
@@ -88,6 +89,19 @@ def _rdb_url(text: str) -> str:
         return f"sqlite:///{Path(text).expanduser().resolve()}"
     scheme, rest = text.split("://", 1)
     return f"{_DRIVERS.get(scheme, scheme)}://{rest}"
+
+
+def storage_file(storage=None) -> Path | None:
+    """The local file a storage URL or path names (a SQLite database or a journal), None for a server or memory:
+    the commands that only read a storage check that it is there before opening it (opening creates it)."""
+    text = DEFAULT_STORAGE if storage is None else str(storage)
+    if text.startswith("journal:") or ("://" not in text and text.endswith(".log")):
+        return Path(text.removeprefix("journal:")).expanduser()
+    if text.startswith("sqlite:///") and text != "sqlite:///:memory:":
+        return Path(text[len("sqlite:///"):]).expanduser()
+    if "://" not in text and text.endswith((".db", ".sqlite", ".sqlite3")):
+        return Path(text).expanduser()
+    return None
 
 
 def _engine_kwargs(url: str) -> dict:
