@@ -328,3 +328,12 @@ def test_check_names_the_missing_study(tmp_path):
 
     with pytest.raises(LookupError, match=r"default-modelled.*python -m labkit.search --model default"):
         check_modelled_against_measured("default", storage=str(tmp_path / "empty.db"))
+
+
+def test_storage_file_names_the_local_file_a_storage_would_create(tmp_path):
+    from labkit.search.storage import DEFAULT_STORAGE, storage_file
+
+    assert storage_file(None) == Path(DEFAULT_STORAGE.removeprefix("sqlite:///"))
+    assert storage_file("x.db") == Path("x.db") and storage_file(f"sqlite:///{tmp_path}/s.db") == tmp_path / "s.db"
+    assert storage_file("journal:runs/a.log") == Path("runs/a.log") == storage_file("runs/a.log")
+    assert storage_file("postgresql://u@h/db") is None and storage_file("sqlite:///:memory:") is None
