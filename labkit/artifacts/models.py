@@ -45,7 +45,7 @@ def _resolve(name_or_path: str | os.PathLike) -> tuple[str, list[str]]:
         if not (path / "config.json").exists():
             raise FileNotFoundError(
                 f"shipped model {text!r} not found at {path}; rebuild it with "
-                f"`python -m labkit.train --name {text}` (see README)"
+                f"`python -m labkit train --name {text}` (see README)"
             )
         return str(path), [f"shipped model folder {path}"]
     path = Path(text).expanduser()
@@ -207,7 +207,7 @@ def load_draft_model(name: str = "draft", *, verbose: bool = True, device=None, 
     if name in SHIPPED_MODELS and not (MODELS_DIR / name / "config.json").exists():
         if verbose:
             print(f"No separate draft model yet: {MODELS_DIR / name} does not exist "
-                  f"(train it with `python -m labkit.train --name {name}`); skipping this section.")
+                  f"(train it with `python -m labkit train --name {name}`); skipping this section.")
         return None
     if name not in SHIPPED_MODELS and not (Path(name) / "config.json").exists():
         if verbose:
@@ -217,7 +217,7 @@ def load_draft_model(name: str = "draft", *, verbose: bool = True, device=None, 
 
 
 def draft_head_folder(name_or_path: str | os.PathLike = "default") -> Path:
-    """Where a model's draft head lives: ``<model folder>/draft_head`` (``python -m labkit.train_draft_head``)."""
+    """Where a model's draft head lives: ``<model folder>/draft_head`` (``python -m labkit train-draft-head``)."""
     return model_folder(name_or_path) / "draft_head"
 
 
@@ -228,7 +228,7 @@ def load_draft_head(name_or_path: str | os.PathLike = "default") -> DraftHead:
     try:
         return DraftHead.load(folder)
     except FileNotFoundError as error:
-        raise FileNotFoundError(f"{error}; fit one with `python -m labkit.train_draft_head --model "
+        raise FileNotFoundError(f"{error}; fit one with `python -m labkit train-draft-head --model "
                                 f"{name_or_path}`") from None
 
 

@@ -4,7 +4,7 @@ model as a ``SearchModel``, the study's settings as a ``SearchConfig``), ``sampl
 ``storage`` (studies that survive ``kill -9``; what a study records), ``objectives`` (``modelled``, ``measured``,
 ``priced``, in ms per token), ``study`` (opening one study: attributes, cost models, warm starts), ``run``
 (``run_search``: its trials), ``final`` (the wall-clock final check), ``export`` (the committed results),
-``compare`` (checks on the search itself), and ``toy`` (the BO lesson's toy problems). ``python -m labkit.search``
+``compare`` (checks on the search itself), and ``toy`` (the BO lesson's toy problems). ``python -m labkit search``
 is the command line::
 
     run_search("default", SearchConfig(objective="priced", sampler="gp", seed=0), trials=100)

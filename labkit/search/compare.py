@@ -191,7 +191,7 @@ def _best_set(store, subject: SearchModel, objective: str) -> SkipSet:
     except KeyError:
         flags = "".join(f" --{k} {v}" for k, v in subject.precision.items() if v != LEGACY_PRECISION[k])
         raise LookupError(f"check needs both studies of {identity.id!r}; study {name!r} is missing from the "
-                          f"storage: run `python -m labkit.search --model {identity.name} --objective {objective} "
+                          f"storage: run `python -m labkit search --model {identity.name} --objective {objective} "
                           f"--trials {40 if objective == 'measured' else 100}{flags}` first") from None
     return skip_from_params(min(feasible_trials(study), key=lambda t: t.value).params, subject.n_layers)
 
