@@ -22,12 +22,13 @@ then keeps only the accepted path in the cache (the window's columns come after 
 
 Verification rule. Greedy: the lab's tree rule (follow the target's argmax through the trie), token-identical to
 plain decoding. Sampling: the pooled n-grams are point masses (q(d) = 1 on the n-gram's token), and the trie's
-children of a node are distinct tokens. The lab's tree rule (SpecInfer's, :func:`~labkit.core.tree.verify_tree_sampling`)
-with a point-mass q per child is then the lookahead paper's rule for several candidate n-grams (its Algorithm 4:
-accept candidate x with probability p(x), else set p(x) to 0 and renormalise, try the next, draw from what is
-left of p when all fail): each try is speculative sampling of a draw from a q fixed before the step against
-what is left of p, so the emitted token is an exact sample of p whatever the number of candidates. The window's
-updates are argmaxes in both modes; they only decide what is drafted, never what is emitted.
+children of a node are distinct tokens. The lab's tree rule (SpecInfer's, Miao et al. 2024,
+:func:`~labkit.core.tree.verify_tree_sampling`) with a point-mass q per child is then the lookahead paper's
+sampling verification of several candidate n-grams (Fu et al. 2024, appendix: accept candidate x with probability
+p(x), else set p(x) to 0 and renormalise, try the next, draw from what is left of p when all fail). It is exact:
+each try is speculative sampling of a draw from a q fixed before the step against what is left of p, so the
+emitted token is an exact sample of p whatever the number of candidates. The window's updates are argmaxes in
+both modes; they only decide what is drafted, never what is emitted.
 """
 from __future__ import annotations
 
@@ -47,7 +48,7 @@ from .state import DecodingState
 from .tree import ancestry, depths, tree_forward
 from .verify import Verdict
 
-__all__ = ["NGramPool", "LookaheadDrafter", "window_mask", "trie"]
+__all__ = ["NGramPool", "Origin", "LookaheadDrafter", "lookahead", "window_mask", "trie"]
 
 
 @dataclass(frozen=True)
@@ -94,7 +95,7 @@ def trie(candidates: list[tuple[int, ...]], eos: frozenset[int]) -> tuple[list[i
     tokens, parents, source, node_of = [], [], [], {}
     for index, continuation in enumerate(candidates):
         parent = -1
-        for depth, token in enumerate(continuation):
+        for token in continuation:
             key = (parent, token)
             if key not in node_of:
                 node_of[key] = len(tokens)
@@ -123,11 +124,11 @@ class LookaheadDrafter(Drafter):
     ``fallback``: a drafter asked instead when the pool holds nothing for the pending token (the window then
     waits for the next lookahead step)."""
 
-    def __init__(self, model, W: int = 4, N: int = 4, G: int = 4, fallback: Drafter | None = None):
+    def __init__(self, W: int = 4, N: int = 4, G: int = 4, fallback: Drafter | None = None):
         self.W, self.N, self.G = check_int("W", W, 1), check_int("N", N, 2), check_int("G", G, 1)
         if fallback is not None and not isinstance(fallback, Drafter):
             raise TypeError(f"fallback must be a labkit drafter, got {type(fallback).__name__}")
-        self.model, self.fallback = model, fallback
+        self.fallback = fallback
         self.pool, self.levels, self.history, self.steps, self.owner = NGramPool(G), [], [], 0, None
         self._outputs: list[int] | None = None
 
@@ -148,12 +149,20 @@ class LookaheadDrafter(Drafter):
             self._start(state)
         pooled = self.pool.candidates(state.tokens[-1])[: self.G]
         if not pooled and self.fallback is not None:
-            return self.fallback.draft(state, budget, policy)
+            return self._fallback_draft(state, budget, policy)
         tokens, parents, source = trie([c[:budget] for c, _ in pooled], state.eos)
         draft = Draft(source="lookahead", drafter=self, tree=parents, forward=self._forward)
-        draft.add_copied(tokens, state.vocab_size, model_device(self.model), state.warp.do_sample)
+        draft.add_copied(tokens, state.vocab_size, model_device(state.model), state.warp.do_sample)
         draft.origins = [str(pooled[i][1]) for i in source]
         draft.select_s = clock() - t0
+        return draft
+
+    def _fallback_draft(self, state: DecodingState, budget: int, policy: DraftPolicy) -> Draft:
+        """The fallback's draft, verified as a one-branch tree beside the window (so the window keeps moving),
+        unless the fallback verifies its drafts its own way."""
+        draft = self.fallback.draft(state, budget, policy)
+        if draft.forward is None:
+            draft.tree, draft.forward = draft.parents, self._forward
         return draft
 
     def _forward(self, state: DecodingState, draft: Draft) -> tuple[torch.Tensor, None]:
@@ -175,14 +184,16 @@ class LookaheadDrafter(Drafter):
         return logits[:n_tree], None
 
     def commit(self, state: DecodingState, draft: Draft, verdict: Verdict) -> None:
-        if draft.drafter is not self:                                # the fallback's step, or no draft at all
-            if self.fallback is not None and draft.drafter is not None:
-                self.fallback.commit(state, draft, verdict)
+        ours = draft.drafter is self
+        if not ours and self.fallback is not None and draft.drafter is not None:       # the fallback's draft
+            self.fallback.commit(state, draft, verdict)
+        if self._outputs is None:                                    # the window was not in this step's forward
             return
         path = verdict.path or []
         self.history.append({"position": verdict.start, "proposed": len(draft.tokens),
-                             "candidates": len(set(draft.origins)), "accepted": [draft.tokens[i] for i in path],
-                             "from": draft.origins[path[-1]] if path else None})
+                             "candidates": len(set(draft.origins)) if ours else 0,
+                             "accepted": [draft.tokens[i] for i in path],
+                             "from": (draft.origins[path[-1]] if ours else "fallback") if path else None})
         self._advance()
 
     def _advance(self) -> None:
@@ -195,3 +206,10 @@ class LookaheadDrafter(Drafter):
             self.levels = self.levels[1:]
         self.levels.append(outputs)
         self.steps += 1
+
+
+def lookahead(W: int = 4, N: int = 4, G: int = 4, fallback: Drafter | None = None) -> LookaheadDrafter:
+    """Lookahead decoding for ``speculative_generate(model, ids, drafter=labkit.lookahead(W=4, N=4, G=4))``: a window
+    of ``W`` columns, ``N``-grams, at most ``G`` candidates per step; ``fallback`` drafts when the pool has nothing
+    for the pending token (e.g. the shipped self-draft, ``labkit.core.drafters.make_drafter(model, skip=...)``)."""
+    return LookaheadDrafter(W, N, G, fallback)
