@@ -40,7 +40,7 @@ import torch
 
 from .cache import crop_to
 from .checks import check_int
-from .devices import clock, model_device
+from .devices import model_device
 from .draft import Draft
 from .drafters import Drafter
 from .policies import DraftPolicy
@@ -144,7 +144,6 @@ class LookaheadDrafter(Drafter):
         self.levels = [[prompt[(i * len(prompt)) // self.W] for i in range(self.W)]]
 
     def draft(self, state: DecodingState, budget: int, policy: DraftPolicy) -> Draft:
-        t0 = clock()
         if self.owner is None or self.owner() is not state:          # a one-token prompt skips prepare
             self._start(state)
         pooled = self.pool.candidates(state.tokens[-1])[: self.G]
@@ -154,7 +153,6 @@ class LookaheadDrafter(Drafter):
         draft = Draft(source="lookahead", drafter=self, tree=parents, forward=self._forward)
         draft.add_copied(tokens, state.vocab_size, model_device(state.model), state.warp.do_sample)
         draft.origins = [str(pooled[i][1]) for i in source]
-        draft.select_s = clock() - t0
         return draft
 
     def _fallback_draft(self, state: DecodingState, budget: int, policy: DraftPolicy) -> Draft:

@@ -28,7 +28,7 @@ import weakref
 import torch
 
 from .checks import check_int
-from .devices import clock, model_device
+from .devices import model_device
 from .draft import Draft
 from .drafters import Drafter
 from .policies import DraftPolicy
@@ -95,7 +95,6 @@ class TokenRecyclingDrafter(Drafter):
             self.table[token], self.written[token] = row, step
 
     def draft(self, state: DecodingState, budget: int, policy: DraftPolicy) -> Draft:
-        t0 = clock()
         if self.owner is None or self.owner() is not state:          # a one-token prompt skips prepare
             self._start(state)
         draft = Draft(source="recycling", drafter=self, tree=[], forward=self._forward, origins=[])
@@ -113,7 +112,6 @@ class TokenRecyclingDrafter(Drafter):
             draft.tree.append(parent)
             draft.origins.append(f"table[{before}] rank {path[-1]} (step {self.written[before]})")
         draft.add_copied(tokens, state.vocab_size, model_device(state.model), state.warp.do_sample)
-        draft.select_s = clock() - t0
         return draft
 
     def _forward(self, state: DecodingState, draft: Draft) -> tuple[torch.Tensor, None]:
