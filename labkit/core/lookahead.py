@@ -48,7 +48,7 @@ from .state import DecodingState
 from .tree import ancestry, depths, tree_forward
 from .verify import Verdict
 
-__all__ = ["NGramPool", "Origin", "LookaheadDrafter", "lookahead", "window_mask", "trie"]
+__all__ = ["NGramPool", "Origin", "LookaheadDrafter", "lookahead", "combined_mask", "window_mask", "trie"]
 
 
 @dataclass(frozen=True)
@@ -106,6 +106,19 @@ def trie(candidates: list[tuple[int, ...]], eos: frozenset[int]) -> tuple[list[i
             if token in eos:
                 break
     return tokens, parents, source
+
+
+def combined_mask(parents: list[int], n_levels: int, W: int) -> tuple[torch.Tensor, list[int]]:
+    """One step's attention over [t_0, the trie's nodes, the window's n_levels x W guesses]: (R, R) bool (the trie's
+    ancestry, the window's rule, t_0 seen by all, no row of one branch seeing the other) and each row's position
+    after t_0's (0 for t_0, a node's depth, 1 + l + c for guess (l, c))."""
+    n_tree = len(parents) + 1
+    visible = torch.zeros(n_tree + n_levels * W, n_tree + n_levels * W, dtype=torch.bool)
+    visible[:n_tree, :n_tree] = ancestry(parents)
+    visible[n_tree:, 0] = True
+    visible[n_tree:, n_tree:] = window_mask(n_levels, W)
+    offsets = [0] + depths(parents) + [1 + lv + c for lv in range(n_levels) for c in range(W)]
+    return visible, offsets
 
 
 def window_mask(n_levels: int, W: int) -> torch.Tensor:
@@ -170,18 +183,12 @@ class LookaheadDrafter(Drafter):
         keeps the window's argmaxes for :meth:`commit`."""
         start = state.position - 1
         crop_to(state.cache, start)
-        n_tree, n_levels = len(draft.tokens) + 1, len(self.levels)
+        visible, offsets = combined_mask(draft.parents, len(self.levels), self.W)
         window = [t for level in self.levels for t in level]
-        visible = torch.zeros(n_tree + len(window), n_tree + len(window), dtype=torch.bool)
-        visible[:n_tree, :n_tree] = ancestry(draft.parents)
-        visible[n_tree:, 0] = True                                   # the window sees t_0 and not the trie
-        visible[n_tree:, n_tree:] = window_mask(n_levels, self.W)
-        positions = ([start] + [start + d for d in depths(draft.parents)]
-                     + [start + 1 + lv + c for lv in range(n_levels) for c in range(self.W)])
-        logits = tree_forward(state.model, state.cache, [state.tokens[-1]] + draft.tokens + window, positions,
-                              visible, start)
-        self._outputs = logits[n_tree + (n_levels - 1) * self.W:].argmax(dim=-1).tolist()   # the top level's
-        return logits[:n_tree], None
+        logits = tree_forward(state.model, state.cache, [state.tokens[-1]] + draft.tokens + window,
+                              [start + o for o in offsets], visible, start)
+        self._outputs = logits[len(offsets) - self.W:].argmax(dim=-1).tolist()     # the top level's guesses
+        return logits[:len(draft.tokens) + 1], None
 
     def commit(self, state: DecodingState, draft: Draft, verdict: Verdict) -> None:
         ours = draft.drafter is self
@@ -195,6 +202,7 @@ class LookaheadDrafter(Drafter):
                              "accepted": [draft.tokens[i] for i in path],
                              "from": (draft.origins[path[-1]] if ours else "fallback") if path else None})
         self._advance()
+        self.history[-1]["pool"] = len(self.pool)                   # n-grams held after this step
 
     def _advance(self) -> None:
         """The window's new level; with N - 1 levels held, pool every column's N-gram and drop level 0."""
