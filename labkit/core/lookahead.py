@@ -146,6 +146,7 @@ class LookaheadDrafter(Drafter):
         self.fallback = fallback
         self.pool, self.levels, self.history, self.steps, self.owner = NGramPool(G), [], [], 0, None
         self._outputs: list[int] | None = None
+        self._width = 0
 
     def prepare(self, state: DecodingState, prompt_ids: torch.Tensor) -> None:
         self._start(state)
@@ -188,6 +189,7 @@ class LookaheadDrafter(Drafter):
         logits = tree_forward(state.model, state.cache, [state.tokens[-1]] + draft.tokens + window,
                               [start + o for o in offsets], visible, start)
         self._outputs = logits[len(offsets) - self.W:].argmax(dim=-1).tolist()     # the top level's guesses
+        self._width = len(offsets)                                   # tokens this forward read
         return logits[:len(draft.tokens) + 1], None
 
     def commit(self, state: DecodingState, draft: Draft, verdict: Verdict) -> None:
@@ -200,7 +202,8 @@ class LookaheadDrafter(Drafter):
         self.history.append({"position": verdict.start, "proposed": len(draft.tokens),
                              "candidates": len(set(draft.origins)) if ours else 0,
                              "accepted": [draft.tokens[i] for i in path],
-                             "from": (draft.origins[path[-1]] if ours else "fallback") if path else None})
+                             "from": (draft.origins[path[-1]] if ours else "fallback") if path else None,
+                             "width": self._width})
         self._advance()
         self.history[-1]["pool"] = len(self.pool)                   # n-grams held after this step
 

@@ -1,0 +1,77 @@
+"""Notebook 06's lookahead section: a lookahead run whose pool and steps the notebook draws, a sweep of the window W,
+and the sentences written from their numbers (counts, not timings: tokens per target forward do not depend on the
+machine, so no sentence here needs a noise band).
+
+A lookahead step is one forward of the target (the window's Jacobi update and the verification of pooled n-grams
+together, :mod:`labkit.core.lookahead`), so "tokens per forward" is tokens emitted per step; plain decoding: 1.
+"""
+from __future__ import annotations
+
+from ..core.decoding import autoregressive_generate, speculative_generate
+from ..core.lookahead import LookaheadDrafter
+from ..core.policies import FixedK
+
+__all__ = ["lookahead_run", "window_sweep", "pool_sentence", "sweep_sentence", "widest_step"]
+
+
+def lookahead_run(model, ids, max_new_tokens: int, W: int = 3, N: int = 4, G: int = 2):
+    """(result, drafter, identical): one greedy lookahead run, its drafter (pool and history to inspect) and whether
+    it matched plain greedy decoding token for token."""
+    drafter = LookaheadDrafter(W, N, G)
+    result = speculative_generate(model, ids, drafter=drafter, policy=FixedK(N - 1), max_new_tokens=max_new_tokens)
+    plain = autoregressive_generate(model, ids, max_new_tokens)
+    return result, drafter, bool(result.sequences.equal(plain.sequences))
+
+
+def window_sweep(model, prompt_ids: list, max_new_tokens: int, windows=(1, 2, 3, 4, 6), ngram_sizes=(3, 4),
+                 G: int = 2) -> list[dict]:
+    """For each N and W: tokens per target forward over ``prompt_ids`` (emitted / steps), the tokens each forward
+    reads (t₀, the trie, the window: its width) on average, and whether every output matched plain decoding."""
+    rows = []
+    for N in ngram_sizes:
+        for W in windows:
+            emitted = steps = width = 0
+            identical = True
+            for ids in prompt_ids:
+                result, drafter, same = lookahead_run(model, ids, max_new_tokens, W, N, G)
+                identical &= same
+                emitted += len(result.new_tokens)
+                steps += len(result.trace.steps)
+                width += sum(h["width"] for h in drafter.history) + len(result.trace.steps) - len(drafter.history)
+            rows.append({"W": W, "N": N, "G": G, "tokens_per_forward": emitted / steps, "width": width / steps,
+                         "identical": identical})
+    return rows
+
+
+def widest_step(drafter: LookaheadDrafter, result) -> tuple[int, list[int], int]:
+    """(step index, the trie's parents, window levels) of the step that verified the most trie nodes, for drawing
+    its combined mask (the window had min(step + 1, N - 1) levels then)."""
+    steps = result.trace.steps
+    best = max(range(len(steps)), key=lambda i: (steps[i].n_drafted, -i))
+    return best, list(steps[best].parents or []), min(best + 1, drafter.N - 1)
+
+
+def pool_sentence(history: list[dict]) -> str:
+    """What the pool held and what came of it, from ``LookaheadDrafter.history``."""
+    with_draft = [h for h in history if h["proposed"]]
+    kept = [h for h in history if h["accepted"]]
+    accepted = sum(len(h["accepted"]) for h in history)
+    first = next((i for i, h in enumerate(history) if h["proposed"]), None)
+    text = (f"After {len(history)} steps the pool held {history[-1]['pool'] if history else 0} n-grams. "
+            f"{len(with_draft)} steps found pooled n-grams starting with the pending token"
+            + (f" (the first at step {first})" if first is not None else "")
+            + f"; {len(kept)} of them kept at least one drafted token, {accepted} drafted tokens in all")
+    return text + (f", so a step emitted {(len(history) + accepted) / len(history):.2f} tokens on average."
+                   if history else ".")
+
+
+def sweep_sentence(rows: list[dict]) -> str:
+    """Which window gave the most tokens per forward, and what that forward had to read."""
+    best = max(rows, key=lambda r: r["tokens_per_forward"])
+    same_n = [r for r in rows if r["N"] == best["N"]]
+    narrowest = min(same_n, key=lambda r: r["W"])
+    text = (f"The most tokens per forward, {best['tokens_per_forward']:.2f}, came with W = {best['W']} and "
+            f"N = {best['N']}, each forward reading {best['width']:.1f} tokens on average; with the narrowest window "
+            f"(W = {narrowest['W']}) it was {narrowest['tokens_per_forward']:.2f} at {narrowest['width']:.1f} tokens.")
+    return text + (" Every output was plain greedy decoding's, token for token." if all(r["identical"] for r in rows)
+                   else " Some output differed from plain greedy decoding: a bug to report.")
