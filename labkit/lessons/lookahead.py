@@ -45,10 +45,11 @@ def window_sweep(model, prompt_ids: list, max_new_tokens: int, windows=(1, 2, 3,
 
 def widest_step(drafter: LookaheadDrafter, result) -> tuple[int, list[int], int]:
     """(step index, the trie's parents, window levels) of the step that verified the most trie nodes, for drawing
-    its combined mask (the window had min(step + 1, N - 1) levels then)."""
-    steps = result.trace.steps
+    its combined mask (the levels read back from the width of that step's forward)."""
+    steps = result.trace.steps[:len(drafter.history)]               # the steps whose forward held the window
     best = max(range(len(steps)), key=lambda i: (steps[i].n_drafted, -i))
-    return best, list(steps[best].parents or []), min(best + 1, drafter.N - 1)
+    parents = list(steps[best].parents or [])
+    return best, parents, (drafter.history[best]["width"] - 1 - len(parents)) // drafter.W
 
 
 def pool_sentence(history: list[dict]) -> str:
