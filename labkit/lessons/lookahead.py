@@ -1,17 +1,24 @@
 """Notebook 06's lookahead section: a lookahead run whose pool and steps the notebook draws, a sweep of the window W,
-and the sentences written from their numbers (counts, not timings: tokens per target forward do not depend on the
-machine, so no sentence here needs a noise band).
+and the sentences written from their numbers (counts: tokens per target forward do not depend on the machine); then
+the drafters that run no draft forward side by side (:func:`draftless_methods`), read on the speedup formula
+(:func:`formula_sentence`, whose timings are this machine's; which is faster, and whether within the noise, is said
+by :func:`labkit.lessons.parallel_decoding.speed_sentence`).
 
 A lookahead step is one forward of the target (the window's Jacobi update and the verification of pooled n-grams
 together, :mod:`labkit.core.lookahead`), so "tokens per forward" is tokens emitted per step; plain decoding: 1.
 """
 from __future__ import annotations
 
+from ..artifacts.models import load_medusa_heads
 from ..core.decoding import autoregressive_generate, speculative_generate
-from ..core.lookahead import LookaheadDrafter
-from ..core.policies import FixedK
+from ..core.drafters import LookupDrafter
+from ..core.lookahead import LookaheadDrafter, lookahead
+from ..core.medusa import HeadsDrafter
+from ..core.policies import FixedK, StaticThreshold
+from ..core.recycling import rank_template, token_recycling
 
-__all__ = ["lookahead_run", "window_sweep", "pool_sentence", "sweep_sentence", "widest_step"]
+__all__ = ["lookahead_run", "window_sweep", "pool_sentence", "sweep_sentence", "widest_step", "draftless_methods",
+           "formula_sentence"]
 
 
 def lookahead_run(model, ids, max_new_tokens: int, W: int = 3, N: int = 4, G: int = 2):
@@ -76,3 +83,39 @@ def sweep_sentence(rows: list[dict]) -> str:
             f"(W = {narrowest['W']}) it was {narrowest['tokens_per_forward']:.2f} at {narrowest['width']:.1f} tokens.")
     return text + (" Every output was plain greedy decoding's, token for token." if all(r["identical"] for r in rows)
                    else " Some output differed from plain greedy decoding: a bug to report.")
+
+
+def draftless_methods(model, model_name: str, lookup: int = 6) -> dict:
+    """{label: run(ids, n)}: the plain loop (the reference) and the drafters that run no draft forward of their
+    own: prompt lookup, lookahead decoding, token recycling and, when the model has them, its Medusa heads (top-1
+    chain, stop q < 0.3); fresh drafters per call, so pools and tables start empty on every prompt."""
+    methods = {"plain loop": lambda ids, n: autoregressive_generate(model, ids, n),
+               f"prompt lookup ({lookup})": lambda ids, n: speculative_generate(
+                   model, ids, drafter=LookupDrafter(lookup), policy=FixedK(lookup), max_new_tokens=n),
+               "lookahead": lambda ids, n: speculative_generate(
+                   model, ids, drafter=lookahead(), policy=FixedK(lookahead().N - 1), max_new_tokens=n),
+               "token recycling": lambda ids, n: speculative_generate(
+                   model, ids, drafter=token_recycling(), policy=FixedK(max(map(len, rank_template()))),
+                   max_new_tokens=n)}
+    try:
+        heads = load_medusa_heads(model_name, model)
+    except (FileNotFoundError, ValueError):
+        return methods
+    drafter = HeadsDrafter(model, heads)
+    methods["Medusa heads"] = lambda ids, n: speculative_generate(
+        model, ids, drafter=drafter, policy=StaticThreshold(0.3, heads.n_heads), max_new_tokens=n)
+    return methods
+
+
+def formula_sentence(frame) -> str:
+    """Each drafter's reading of the speedup formula (A + 1)/(d·c + c_v), from a
+    :func:`labkit.measure.parallel.compare_decoders` frame: tokens per verify, c_v, c, what the formula allows and
+    what this machine measured; then which drafter emitted the most per verify and which verified cheapest."""
+    rows = list(frame.index[1:])
+    parts = [f"{m}: {frame.loc[m, 'tokens_per_step']:.2f} tokens per verify at c_v {frame.loc[m, 'c_v']:.2f} and "
+             f"c {frame.loc[m, 'c']:.3f}, so the formula allows {frame.loc[m, 'limit']:.2f}× and this machine "
+             f"measured {frame.loc[m, 'speedup']:.2f}×" for m in rows]
+    most = max(rows, key=lambda m: frame.loc[m, "tokens_per_step"])
+    cheapest = min(rows, key=lambda m: frame.loc[m, "c_v"])
+    return ("; ".join(parts) + f". The most tokens per verify: {most}; the cheapest verify: {cheapest}"
+            + (" (the same drafter)." if most == cheapest else "."))

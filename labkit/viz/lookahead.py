@@ -1,6 +1,6 @@
 """Lookahead decoding, drawn (notebook 06): the n-gram pool filling up step by step beside what each step accepted,
-one step's combined attention mask (the verification trie and the lookahead window in one forward), and tokens per
-target forward against the window W.
+one step's combined attention mask (the verification trie and the lookahead window in one forward), tokens per
+target forward against the window W, and the drafters without a draft forward on the speedup formula.
 """
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from ..core.lookahead import combined_mask
 from .style import FIGURE_WIDTH, PALETTE
 from .timeline import header
 
-__all__ = ["pool_figure", "combined_mask_figure", "window_sweep_figure"]
+__all__ = ["pool_figure", "combined_mask_figure", "window_sweep_figure", "draftless_figure"]
 
 
 def pool_figure(history: list[dict], *, width: int = FIGURE_WIDTH, height: int = 400) -> go.Figure:
@@ -71,4 +71,22 @@ def window_sweep_figure(rows: list[dict], *, width: int = FIGURE_WIDTH, height: 
     fig.update_layout(template="plotly_white", width=width, xaxis=dict(title="window W (columns)", dtick=1),
                       yaxis=dict(title="tokens per target forward", rangemode="tozero"))
     header(fig, "A wider window pools more n-grams, and widens every forward", height, legend_rows=1)
+    return fig
+
+
+def draftless_figure(frame, *, width: int = FIGURE_WIDTH, height: int = 420) -> go.Figure:
+    """Per drafter of a :func:`labkit.measure.parallel.compare_decoders` frame (the reference row left out): tokens
+    per verify (A + 1) and the verify cost c_v side by side, and the speedup the formula allows (A + 1)/(d·c + c_v)
+    beside the one measured."""
+    methods = list(frame.index[1:])
+    fig = go.Figure()
+    for column, name, color in (("tokens_per_step", "tokens per verify (A + 1)", PALETTE["fixed_now"]),
+                                ("c_v", "verify cost c_v (× a plain step)", PALETTE["draft"]),
+                                ("limit", "speedup the formula allows", PALETTE["target"]),
+                                ("speedup", "speedup measured", PALETTE["residual"])):
+        fig.add_bar(x=methods, y=[float(frame.loc[m, column]) for m in methods], name=name, marker_color=color,
+                    hovertemplate=f"%{{x}}: {name} %{{y:.2f}}<extra></extra>")
+    fig.add_hline(y=1.0, line=dict(color="black", width=1, dash="dot"))
+    fig.update_layout(barmode="group", template="plotly_white", width=width, yaxis=dict(rangemode="tozero"))
+    header(fig, "No draft forward: what each verify emits, what it costs, what that allows", height, legend_rows=2)
     return fig

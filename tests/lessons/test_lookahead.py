@@ -30,3 +30,21 @@ def test_pool_sentence_counts():
     text = pool_sentence(history)
     assert "held 6 n-grams" in text and "2 steps found" in text and "first at step 1" in text
     assert "1 of them kept" in text and "2 drafted tokens" in text and "1.67 tokens" in text
+
+
+def test_draftless_methods_and_the_formula_sentence():
+    import pandas as pd
+
+    from labkit.lessons.lookahead import draftless_methods, formula_sentence
+
+    model = tiny_model("llama", n_layers=2)
+    methods = draftless_methods(model, "no such model folder")                # no Medusa heads there: four rows
+    assert list(methods) == ["plain loop", "prompt lookup (6)", "lookahead", "token recycling"]
+    plain = methods["plain loop"](PROMPT, 12).sequences
+    assert all(run(PROMPT, 12).sequences.equal(plain) for run in methods.values())
+    frame = pd.DataFrame({"tokens_per_step": [float("nan"), 1.5, 2.25], "c_v": [float("nan"), 1.1, 1.4],
+                          "c": [float("nan"), 0.0, 0.01], "limit": [float("nan"), 1.36, 1.6],
+                          "speedup": [1.0, 1.2, 1.3]}, index=["plain loop", "a", "b"])
+    text = formula_sentence(frame)
+    assert "b: 2.25 tokens per verify at c_v 1.40" in text and "measured 1.20×" in text
+    assert "most tokens per verify: b; the cheapest verify: a." in text

@@ -17,3 +17,14 @@ def test_figures_follow_their_data():
     rows = [{"W": w, "N": n, "tokens_per_forward": 1 + w / 10} for n in (3, 4) for w in (1, 2)]
     fig = window_sweep_figure(rows)
     assert [t.name for t in fig.data] == ["N = 3", "N = 4"] and list(fig.data[0].x) == [1, 2]
+
+
+def test_draftless_figure_leaves_the_reference_out():
+    import pandas as pd
+
+    from labkit.viz.lookahead import draftless_figure
+
+    frame = pd.DataFrame({"tokens_per_step": [float("nan"), 1.5], "c_v": [float("nan"), 1.1],
+                          "limit": [float("nan"), 1.36], "speedup": [1.0, 1.2]}, index=["plain loop", "lookup"])
+    fig = draftless_figure(frame)
+    assert [list(t.x) for t in fig.data] == [["lookup"]] * 4 and [t.y[0] for t in fig.data] == [1.5, 1.1, 1.36, 1.2]
