@@ -70,8 +70,12 @@ def test_quick_benchmark_runs_every_method_and_checks_identity(tiny_folders, tmp
             "cascade: lookup > shipped", "cascade: lookup > aggressive > shipped, dynamic"}
         assert {r["method"].split(": ", 1)[1] for r in rows if r["kind"] == "medusa"} == {
             "Medusa heads, chain (K=4)", "Medusa heads, chain, stop q < 0.3", "Medusa heads, tree (10 nodes)"}
-        drafters = drafter_rows(rows)                       # the chain, then its trees, cascades and the heads
-        assert [r["kind"] for r in drafters] == ["strategy"] + ["tree"] * 2 + ["cascade"] * 2 + ["medusa"] * 3
+        assert {r["method"].split(": ", 1)[1] for r in rows if r["kind"] in ("lookahead", "recycling")} == {
+            "lookahead (W 3, N 4, G 2)", "shipped draft, lookahead (W 3, N 4, G 2) in front",
+            "token recycling (k 3, 12 nodes)", "prompt lookup, then token recycling (k 3, 12 nodes)"}
+        drafters = drafter_rows(rows)                # the chain, then its trees, cascades, heads, lookahead, recycling
+        assert [r["kind"] for r in drafters] == (["strategy"] + ["tree"] * 2 + ["cascade"] * 2 + ["medusa"] * 3
+                                                 + ["lookahead"] * 2 + ["recycling"] * 2)
         assert drafters[0]["vs_chain"] == 1.0 and all(r["vs_chain"] > 0 for r in drafters)
         assert all(r["tokens_per_step"] >= 1 and r["c_v"] > 0 and r["limit"] > 0 for r in drafters)
         for row in rows:
