@@ -25,7 +25,7 @@ from exact_sampling import (
     total_variation,
     tv_bound,
 )
-from tiny_models import ARCHITECTURES, tiny_model
+from tiny_models import ARCHITECTURES, eos_met_part_way, tiny_model
 
 
 def test_window_mask_shows_each_guess_its_trajectory():
@@ -63,12 +63,6 @@ def test_pool_keeps_the_most_recent_G_per_key_and_trie_merges_prefixes():
     assert trie([(1, 2), (1, 3), (4, 9, 9)], frozenset({9})) == ([1, 2, 3, 4, 9], [-1, 0, 0, -1, 3], [0, 0, 1, 2, 2])
 
 
-def _eos_inside(rng, model, prompt, n_new):
-    """An EOS the plain output meets part way (so a step can end on it), or none."""
-    plain = autoregressive_generate(model, prompt, n_new).new_tokens
-    return [plain[rng.randrange(len(plain))]] if rng.random() < 0.6 else []
-
-
 @pytest.mark.parametrize("arch", ARCHITECTURES)
 @pytest.mark.parametrize("seed", range(2))
 def test_greedy_output_is_plain_decoding_s(arch, seed):
@@ -78,7 +72,7 @@ def test_greedy_output_is_plain_decoding_s(arch, seed):
     for _ in range(5):
         prompt = torch.tensor([[rng.randrange(97) for _ in range(rng.choice([1, rng.randint(2, 12)]))]])
         n_new = rng.randint(1, 40)
-        eos = _eos_inside(rng, model, prompt, n_new)
+        eos = eos_met_part_way(rng, model, prompt, n_new)
         drafter = labkit.lookahead(W=rng.randint(1, 5), N=rng.randint(2, 5), G=rng.randint(1, 5))
         out = speculative_generate(model, prompt, drafter=drafter, policy=FixedK(rng.randint(1, 6)),
                                    max_new_tokens=n_new, eos_token_id=eos)

@@ -22,7 +22,7 @@ from exact_sampling import (
     total_variation,
     tv_bound,
 )
-from tiny_models import ARCHITECTURES, tiny_model
+from tiny_models import ARCHITECTURES, eos_met_part_way, tiny_model
 
 
 def test_rank_template_is_the_best_prefix_closed_set():
@@ -56,8 +56,7 @@ def test_greedy_output_is_plain_decoding_s(arch, seed):
     for trial in range(5):
         prompt = torch.tensor([[rng.randrange(97) for _ in range(rng.choice([1, rng.randint(2, 12)]))]])
         n_new = rng.randint(1, 40)
-        plain = autoregressive_generate(model, prompt, n_new).new_tokens
-        eos = [plain[rng.randrange(len(plain))]] if rng.random() < 0.6 else []         # met part way
+        eos = eos_met_part_way(rng, model, prompt, n_new)
         k = rng.randint(1, 5)
         template = (MEDUSA_CHOICES if trial == 4 and k >= 3
                     else rank_template(rng.randint(1, 30), k, rng.randint(1, 6), rng.uniform(0.3, 1), rng.random()))
