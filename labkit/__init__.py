@@ -34,6 +34,8 @@ from .core import (
                    speculative_generate,
 )
 from .core.cascade import cascade
+from .core.lookahead import lookahead
+from .core.recycling import token_recycling
 from .measure.strategies import skip_strategy
 
 # `python -m labkit.bench` and the other older command forms: labkit/_aliases/<name>.py is the module labkit.<name>
@@ -48,6 +50,6 @@ __all__ = [
     "TargetConfidenceGate", "Trace",
     "autoregressive_generate", "best_config", "best_skip_set", "cascade", "draft_tree", "jacobi_generate",
     "load_draft_head",
-    "load_model", "prompts", "skip_strategy", "skipping", "speculative_generate",
+    "load_model", "lookahead", "prompts", "skip_strategy", "skipping", "speculative_generate", "token_recycling",
 ]
 __version__ = "0.1.0"

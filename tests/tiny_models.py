@@ -38,6 +38,15 @@ def tiny_model(arch: str = "llama", *, n_layers: int = 4, vocab_size: int = 97, 
     return model
 
 
+def eos_met_part_way(rng, model, prompt, max_new_tokens: int) -> list[int]:
+    """An EOS that plain greedy decoding of ``prompt`` meets part way (so a speculative step can end on it), or none
+    (with probability 0.4): the EOS case of the lossless tests."""
+    from labkit import autoregressive_generate
+
+    plain = autoregressive_generate(model, prompt, max_new_tokens).new_tokens
+    return [plain[rng.randrange(len(plain))]] if rng.random() < 0.6 else []
+
+
 def save_tiny_model_folder(path, n_layers: int = 4, *, tokenizer_from=None):
     """A tiny random Llama with a one-token-per-character tokenizer, saved as a Hugging Face folder.
     ``tokenizer_from``: a model folder whose tokenizer it gets instead (e.g. the shipped byte-level BPE, which

@@ -6,7 +6,8 @@ Which models and blocks: ``architectures``, ``skip`` (SkipSet, the swap that rem
 ``gate``. Which blocks each draft skips: ``strategies`` (a package, one module per paper). The draft's weights and
 head: ``draft_weights``, ``draft_head``, and ``draft_config`` (one draft configuration as data). What a draft
 is: ``draft`` (a chain or a tree); how a tree grows and is verified: ``tree_shapes``, ``tree``. Who drafts:
-``drafters``, ``early_exit``, ``medusa`` (multi-token heads), ``cascade`` (a draft drafted by cheaper drafts;
+``drafters``, ``early_exit``, ``medusa`` (multi-token heads), ``lookahead`` (n-grams from Jacobi iterations),
+``recycling`` (the target's own top-k, recycled), ``cascade`` (a draft drafted by cheaper drafts;
 ``labkit.cascade``). How the target verifies: ``verify``. What a step is
 worth: ``expectation``. The loop: ``decoding``; what it recorded: ``trace``. Another way to decode in parallel:
 ``jacobi``."""
@@ -21,8 +22,10 @@ from .early_exit import EarlyExitDrafter
 from .forward import forward_tokens
 from .gate import TargetConfidenceGate
 from .jacobi import jacobi_generate
+from .lookahead import LookaheadDrafter, lookahead
 from .medusa import HeadsDrafter, MedusaHeads
 from .policies import AdaptiveThreshold, DraftPolicy, FixedK, StaticThreshold
+from .recycling import TokenRecyclingDrafter, token_recycling
 from .sampling import Warp
 from .skip import SkipSet, format_skip_set, parse_skip_set, skipping
 from .strategies import InContextStrategy, KnapsackStrategy, OnTheFlyStrategy, SkipStrategy, StaticStrategy
@@ -38,5 +41,6 @@ __all__ = [
     "StaticStrategy", "StaticThreshold", "StepRecord", "TargetConfidenceGate", "Trace", "Warp",
     "autoregressive_generate", "check_supported", "crop_to", "format_skip_set", "forward_tokens",
     "jacobi_generate",
-    "draft_tree", "new_cache", "ngram_lookup", "parse_skip_set", "skipping", "speculative_generate",
+    "draft_tree", "LookaheadDrafter", "TokenRecyclingDrafter", "lookahead", "token_recycling",
+    "new_cache", "ngram_lookup", "parse_skip_set", "skipping", "speculative_generate",
 ]

@@ -124,7 +124,7 @@ def speculative_step(state: DecodingState, drafter: Drafter, policy: DraftPolicy
         threshold=threshold, draft_s=t1 - t0 - draft.select_s, verify_s=(t2 - t1) + (t4 - t3),
         policy_state=policy.state(), n_emitted=len(new), draft_source=draft.source,
         target_confidence=verdict.target_confidence, skip=draft.skip, select_s=draft.select_s + (t3 - t2),
-        parents=draft.tree, path=verdict.path, levels=draft.levels)
+        parents=draft.tree, path=verdict.path, levels=draft.levels, origins=draft.origins)
 
 
 @torch.inference_mode()
@@ -165,8 +165,11 @@ def speculative_generate(model, input_ids, *, skip: SkipSet | SkipStrategy | Non
     trace = Trace(prompt_length=state.prompt_length, sampling=do_sample)
     t_start = clock()
     if state.prompt_length > 1 and max_new_tokens > 0:                   # everything but the pending token
-        prefill(model, input_ids[:, :-1], state.cache)
+        keep = 0 if drafter.reads_prompt_logits else 1                   # a drafter may learn from every row
+        logits = forward_tokens(model, input_ids[:, :-1], 0, state.cache, logits_to_keep=keep)
         drafter.prepare(state, input_ids[:, :-1])
+        if drafter.reads_prompt_logits:
+            drafter.read_prompt_logits(state, logits)
     trace.prefill_s = clock() - t_start
     while state.n_emitted < max_new_tokens:
         budget = min(policy.max_draft, max_new_tokens - state.n_emitted - 1)

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from .sampling import point_mass
 from .skip import SkipSet
 
 __all__ = ["Draft"]
@@ -32,6 +33,8 @@ class Draft:
                                                              # token); None: a chain (:mod:`labkit.core.tree`)
     levels: list[dict] | None = None                         # a cascade: each level's part, cheapest first
                                                              # (:func:`labkit.core.cascade.level_counts`)
+    origins: list[str] | None = None                         # where each node came from, when its drafter says
+                                                             # (lookahead's pool, token recycling's table)
 
     def __len__(self) -> int:
         return len(self.tokens)
@@ -57,3 +60,14 @@ class Draft:
         self.confidence.append(float(q.max()))
         if keep_dist:
             self.q_dists.append(q)
+
+    def add_copied(self, tokens: list[int], vocab_size: int, device, keep_dist: bool) -> None:
+        """Tokens copied from somewhere (a pool, a table, the context): q is a point mass on each, q(d) = 1; the
+        (V,) distributions are built only when ``keep_dist`` (sampling) needs them."""
+        if keep_dist:
+            for token in tokens:
+                self.add(token, point_mass(token, vocab_size, device), keep_dist=True)
+            return
+        self.tokens.extend(tokens)
+        self.q.extend([1.0] * len(tokens))
+        self.confidence.extend([1.0] * len(tokens))

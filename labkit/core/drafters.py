@@ -51,10 +51,17 @@ __all__ = ["Draft", "Drafter", "SelfDrafter", "ModelDrafter", "LookupDrafter", "
 
 
 class Drafter:
-    """Interface: ``prepare`` once per call, then ``draft`` and ``commit`` every step."""
+    """Interface: ``prepare`` once per call, then ``draft`` and ``commit`` every step. A drafter that learns from
+    the target's logits at every prompt position (token recycling) sets ``reads_prompt_logits``: the prefill then
+    keeps them all and hands them to :meth:`read_prompt_logits`."""
+
+    reads_prompt_logits = False
 
     def prepare(self, state: DecodingState, prompt_ids: torch.Tensor) -> None:
         """Called once, after the target read ``prompt_ids`` (1, T-1) (all but the pending token) into its cache."""
+
+    def read_prompt_logits(self, state: DecodingState, logits: torch.Tensor) -> None:
+        """The target's logits (T-1, V) at every prompt position but the pending token's (after ``prepare``)."""
 
     def draft(self, state: DecodingState, budget: int, policy: DraftPolicy) -> Draft:
         raise NotImplementedError

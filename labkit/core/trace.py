@@ -38,6 +38,7 @@ class StepRecord:
     parents: list[int] | None = None   # a tree draft: each drafted node's parent (-1: the pending token)
     path: list[int] | None = None      # a tree draft: the accepted nodes, root to leaf
     levels: list[dict] | None = None   # a cascade: each level's proposed / accepted / own tokens, forwards, seconds
+    origins: list[str] | None = None   # where each drafted node came from (lookahead's pool, recycling's table)
 
     @property
     def n_drafted(self) -> int:

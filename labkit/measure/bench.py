@@ -24,7 +24,9 @@ interleaved on its own: the plain loop, ``generate``, the model's static sets an
 reads int8 copies of the kept blocks' weights, verification the model's own, so the output is unchanged); then the
 model's shipped draft (:func:`labkit.best_config`) drafting one continuation (the chain), growing trees
 (``--no-trees`` leaves them out), atop cascades (prompt lookup and the dynamic controller, ``--no-cascades``) and the
-model's Medusa heads (chain and tree, ``--no-heads``; none when it has none), each checked token-identical to the
+model's Medusa heads (chain and tree, ``--no-heads``; none when it has none), lookahead decoding (alone and in
+front of the shipped draft, ``--no-lookahead``) and token recycling (alone and behind prompt lookup,
+``--no-recycling``), each checked token-identical to the
 plain loop and tabled once more beside the chain with tokens per verify, c, c_v and the analytic limit. The long
 sources (stdlib-long, packages-long: a few hundred tokens of file text before each function) fit the lab's models'
 512 positions with 128 new tokens and a draft's overshoot (:mod:`labkit.artifacts.prompts`).
@@ -260,6 +262,8 @@ _SWITCHES = {
     "--no-trees": ("trees", (), "leave out the strategy-section rows of the shipped draft's trees (its chain stays)"),
     "--no-cascades": ("cascades", (), "leave out the strategy-section rows of cascades under the shipped draft"),
     "--no-heads": ("heads", (), "leave out the strategy-section rows of the model's Medusa heads"),
+    "--no-lookahead": ("lookahead", (), "leave out the strategy-section rows of lookahead decoding"),
+    "--no-recycling": ("recycling", (), "leave out the strategy-section rows of token recycling"),
 }
 
 

@@ -5,7 +5,8 @@ Every row gets its own policy (and strategy) object, made once: an adaptive one 
 prompts, as Draft & Verify's evaluation does. Kinds: 'generate' (transformers' ``generate``, with or without a
 built-in assistant), 'plain' (labkit's plain loop), 'self-spec', 'early exit', 'separate model', 'jacobi',
 'strategy', and in the strategy section the shipped draft's 'tree', 'cascade' and 'medusa' rows beside its chain
-(:func:`tree_methods`, :func:`cascade_methods`, :func:`heads_methods`).
+(:func:`tree_methods`, :func:`cascade_methods`, :func:`heads_methods`), and the drafters that need no draft forward
+of their own, 'lookahead' and 'recycling' (:func:`pooled_methods`).
 """
 from __future__ import annotations
 
@@ -19,11 +20,14 @@ from ..artifacts.paths import BENCH_DIR
 from ..artifacts.results import best_config, skip_set_for
 from ..core.decoding import autoregressive_generate, speculative_generate
 from ..core.draft_config import DraftConfig
+from ..core.drafters import LookupDrafter, make_drafter
 from ..core.early_exit import EarlyExitDrafter
 from ..core.gate import TargetConfidenceGate
 from ..core.jacobi import INITS, METHODS, jacobi_generate
+from ..core.lookahead import lookahead
 from ..core.medusa import HeadsDrafter
 from ..core.policies import AdaptiveThreshold, FixedK, StaticThreshold
+from ..core.recycling import rank_template, token_recycling
 from ..core.tree_shapes import MEDUSA_CHOICES, draft_tree
 from .adaptive import reference_sets, strategy_methods
 from .cascades import CHAIN, aggressive_level, cascade_decoders, cascade_makers
@@ -31,6 +35,7 @@ from .harness import Decoder, Method, timed
 
 __all__ = ["BenchConfig", "build_methods", "early_exit_and_gate_methods", "jacobi_methods", "sampling_methods",
            "skip_strategy_methods", "draft_head_methods", "tree_methods", "cascade_methods", "heads_methods",
+           "pooled_methods",
            "shipped_draft", "hf_method", "plain_method"]
 
 
@@ -71,6 +76,8 @@ class BenchConfig:
     heads: tuple = (("chain", 0.0), ("chain", 0.3), ("tree", 0.0))
                                         # the first model's Medusa heads, when it has them: (shape, stop q): the
                                         # top-1 chain of every head (0) or up to the first q below it; Medusa's tree
+    lookahead: tuple = ((3, 4, 2),)     # lookahead decoding (W, N, G) alone, and in front of the shipped draft
+    recycling: tuple = ((3, 12),)       # token recycling (k, template nodes) alone, and behind prompt lookup
     out_dir: str = str(BENCH_DIR)       # committed: the README quotes it
 
     @classmethod
@@ -241,7 +248,7 @@ def skip_strategy_methods(cfg: BenchConfig, loaded: dict) -> list[Decoder]:
                 run=lambda ids, n, m=model, s=strategy, p=policy, k=lookup, w=w: speculative_generate(
                     m, ids, skip=s, policy=p, max_new_tokens=n, lookup=k, draft_weights=w)))
     return (methods + draft_head_methods(cfg, name, model) + tree_methods(cfg, name, model)
-            + cascade_methods(cfg, name, model) + heads_methods(cfg, name, model))
+            + cascade_methods(cfg, name, model) + heads_methods(cfg, name, model) + pooled_methods(cfg, name, model))
 
 
 def shipped_draft(name: str, model) -> DraftConfig:
@@ -344,3 +351,40 @@ def draft_head_methods(cfg: BenchConfig, name: str, model) -> list[Decoder]:
     return methods
 
 
+
+
+def _pooled_run(model, make_drafter_, make_policy):
+    """A decoder's run: a fresh drafter and policy per call (the pool, the table start empty on every prompt)."""
+    return lambda ids, n: speculative_generate(model, ids, drafter=make_drafter_(), policy=make_policy(),
+                                               max_new_tokens=n)
+
+
+def pooled_methods(cfg: BenchConfig, name: str, model) -> list[Decoder]:
+    """Drafters without a draft forward of their own, as ``docs/notes/lookahead_bench.py`` runs them: lookahead
+    decoding for each ``cfg.lookahead`` (W, N, G), alone (FixedK(N - 1): its n-grams' length) and in front of the
+    shipped draft (:func:`shipped_draft`, its stop rule; the self-draft drafts when the pool has nothing for the
+    pending token); token recycling for each ``cfg.recycling`` (k, nodes of
+    :func:`~labkit.core.recycling.rank_template`), alone and behind prompt lookup (``cfg.lookup_tokens`` copied
+    tokens when the context has a match)."""
+    config, methods = shipped_draft(name, model), []
+    stop = f"{config.policy} {config.threshold:g}"
+    for W, N, G in cfg.lookahead:
+        label = f"lookahead (W {W}, N {N}, G {G})"
+        methods.append(_spec("lookahead", label, name, policy=f"fixed K {N - 1}", run=_pooled_run(
+            model, lambda W=W, N=N, G=G: lookahead(W, N, G), lambda N=N: FixedK(N - 1))))
+        def in_front(W=W, N=N, G=G):
+            return lookahead(W, N, G, fallback=make_drafter(model, skip=config.skip,
+                                                           draft_weights=config.draft_weights))
+        methods.append(_spec("lookahead", f"shipped draft, {label} in front", name, policy=stop, skip="shipped draft",
+                             weights=config.draft_weights or "", run=_pooled_run(model, in_front, config.make_policy)))
+    for k, nodes in cfg.recycling:
+        template = rank_template(nodes, k)
+        depth, label = max(map(len, template)), f"token recycling (k {k}, {nodes} nodes)"
+        methods.append(_spec("recycling", label, name, policy=f"fixed K {depth}", run=_pooled_run(
+            model, lambda k=k, t=template: token_recycling(k, t), lambda d=depth: FixedK(d))))
+        def behind(k=k, t=template):
+            return LookupDrafter(cfg.lookup_tokens, token_recycling(k, t))
+        longest = max(depth, cfg.lookup_tokens)
+        methods.append(_spec("recycling", f"prompt lookup, then {label}", name, policy=f"fixed K {longest}",
+                             lookup=cfg.lookup_tokens, run=_pooled_run(model, behind, lambda d=longest: FixedK(d))))
+    return methods

@@ -25,7 +25,7 @@ __all__ = ["load_results", "upgrade_row", "format_table", "format_strategy_table
 RENAMED = {"speedup_vs_plain_loop": "speedup", "identical_to_plain": "identical", "mean_accepted": "accepted_per_step",
            "mean_drafted": "drafted_per_step"}
 #: Kinds of the strategy section's rows that draft with the shipped draft in other shapes, or with Medusa heads...
-DRAFTER_KINDS = ("tree", "cascade", "medusa")
+DRAFTER_KINDS = ("tree", "cascade", "medusa", "lookahead", "recycling")
 #: ... and the label (after "model: ") of their baseline, the shipped draft drafting one continuation.
 CHAIN_METHOD = "shipped draft, chain"
 

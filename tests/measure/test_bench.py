@@ -70,8 +70,12 @@ def test_quick_benchmark_runs_every_method_and_checks_identity(tiny_folders, tmp
             "cascade: lookup > shipped", "cascade: lookup > aggressive > shipped, dynamic"}
         assert {r["method"].split(": ", 1)[1] for r in rows if r["kind"] == "medusa"} == {
             "Medusa heads, chain (K=4)", "Medusa heads, chain, stop q < 0.3", "Medusa heads, tree (10 nodes)"}
-        drafters = drafter_rows(rows)                       # the chain, then its trees, cascades and the heads
-        assert [r["kind"] for r in drafters] == ["strategy"] + ["tree"] * 2 + ["cascade"] * 2 + ["medusa"] * 3
+        assert {r["method"].split(": ", 1)[1] for r in rows if r["kind"] in ("lookahead", "recycling")} == {
+            "lookahead (W 3, N 4, G 2)", "shipped draft, lookahead (W 3, N 4, G 2) in front",
+            "token recycling (k 3, 12 nodes)", "prompt lookup, then token recycling (k 3, 12 nodes)"}
+        drafters = drafter_rows(rows)                # the chain, then its trees, cascades, heads, lookahead, recycling
+        assert [r["kind"] for r in drafters] == (["strategy"] + ["tree"] * 2 + ["cascade"] * 2 + ["medusa"] * 3
+                                                 + ["lookahead"] * 2 + ["recycling"] * 2)
         assert drafters[0]["vs_chain"] == 1.0 and all(r["vs_chain"] > 0 for r in drafters)
         assert all(r["tokens_per_step"] >= 1 and r["c_v"] > 0 and r["limit"] > 0 for r in drafters)
         for row in rows:
@@ -94,13 +98,14 @@ def test_quick_benchmark_runs_every_method_and_checks_identity(tiny_folders, tmp
 def test_drafter_rows_are_optional_and_switched_off(tiny_folders, tmp_path):
     """--no-trees / --no-cascades / --no-heads leave those rows out (the chain stays); a model without Medusa heads
     has no heads rows; a file written before the drafter rows reads as none."""
-    cfg = bench.config_from_args(bench._parser().parse_args(["--quick", "--no-trees", "--no-cascades", "--no-heads"]))
-    assert cfg.trees == () and cfg.cascades == () and cfg.heads == ()
+    cfg = bench.config_from_args(bench._parser().parse_args(["--quick", "--no-trees", "--no-cascades", "--no-heads",
+                                                             "--no-lookahead", "--no-recycling"]))
+    assert cfg.trees == () and cfg.cascades == () and cfg.heads == () and cfg.lookahead == cfg.recycling == ()
     model, tokenizer = bench.load_model(tiny_folders["target"])
-    cfg = bench.BenchConfig.quick(models=(tiny_folders["target"],), trees=(), cascades=(), heads=(),
-                                  strategy_names=(), draft_weights=(), draft_head=False)
+    cfg = bench.BenchConfig.quick(models=(tiny_folders["target"],), trees=(), cascades=(), heads=(), lookahead=(),
+                                  recycling=(), strategy_names=(), draft_weights=(), draft_head=False)
     kinds = [d.method.kind for d in skip_strategy_methods(cfg, {tiny_folders["target"]: (model, tokenizer)})]
-    assert "strategy" in kinds and not {"tree", "cascade", "medusa"} & set(kinds)
+    assert "strategy" in kinds and not {"tree", "cascade", "medusa", "lookahead", "recycling"} & set(kinds)
     assert heads_methods(bench.BenchConfig.quick(), tiny_folders["small"], model) == []          # no heads there
     assert load_medusa_heads(tiny_folders["target"], model).n_heads == 4
     with pytest.raises(ValueError, match="cascade_bench|cascades"):
@@ -112,13 +117,15 @@ def test_drafter_rows_are_optional_and_switched_off(tiny_folders, tmp_path):
 
 def test_drafter_rows_on_long_prompts_are_the_plain_loops_tokens(tiny_folders):
     """The strategy section on a long source (a few hundred tokens of file text before each function; the tiny
-    model has the shipped models' 512 positions): the chain, trees, cascades and heads rows stay identical."""
+    model has the shipped models' 512 positions): the chain, trees, cascades, heads, lookahead and token recycling
+    rows stay identical."""
     model, tokenizer = bench.load_model(tiny_folders["target"])
     cfg = bench.BenchConfig.quick(models=(tiny_folders["target"],), strategy_sources=("stdlib-long",), n_prompts=1,
                                   max_new_tokens=10, repeats=1, strategy_names=(), draft_weights=(), draft_head=False)
     rows = bench.run_strategy_section(cfg, {tiny_folders["target"]: (model, tokenizer)})["rows"]
     drafters = drafter_rows(rows)
-    assert {r["kind"] for r in drafters} == {"strategy", "tree", "cascade", "medusa"} and len(drafters) == 8
+    assert {r["kind"] for r in drafters} == {"strategy", "tree", "cascade", "medusa", "lookahead", "recycling"}
+    assert len(drafters) == 12
     assert all(r["prompts"] == "stdlib-long" and r["identical"] is True for r in drafters)
 
 
