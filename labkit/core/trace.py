@@ -38,6 +38,7 @@ class StepRecord:
     parents: list[int] | None = None   # a tree draft: each drafted node's parent (-1: the pending token)
     path: list[int] | None = None      # a tree draft: the accepted nodes, root to leaf
     levels: list[dict] | None = None   # a cascade: each level's proposed / accepted / own tokens, forwards, seconds
+    width: object = None          # a width draft's WidthSet: the MLP neurons' kept fraction per layer, and its kind
 
     @property
     def n_drafted(self) -> int:
