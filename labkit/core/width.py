@@ -6,7 +6,9 @@ contribute little, and which ones matter can be predicted from the layer's input
 :class:`WidthSet` (the kept fraction of each layer's neurons, and how they are chosen):
 
 - ``"dynamic"``: before each drafted token, a low-rank predictor per layer scores every neuron from the MLP's
-  input x (H,): scores = (x A) B, A (H, r), B (r, I); the top k = kept·I are computed and nothing else;
+  input x (H,): rank-r stand-ins of the gate and up projections, g̃ = (x A_g) B_g and ũ = (x A_u) B_u, give
+  scores |act(g̃)·ũ| (B_u carries ‖w_down[:, i]‖), one (H, 2r) and one (2, r, I) product; the top k = kept·I
+  neurons are computed and nothing else;
 - ``"pruned"``: a static cut: the neurons ranked by importance on calibration text (mean contribution
   |act(g_i x) (u_i x)|·‖w_down[:, i]‖), the top k kept once, their weights copied contiguous and dense (no
   gather and no predictor per token).
@@ -113,13 +115,19 @@ class GatheredMLP(nn.Module):
         gate, up, down, self.act = mlp_parts(mlp)
         self.register_buffer("gate_up", torch.stack([gate, up], dim=1).contiguous())       # (I, 2, H)
         self.register_buffer("down_t", down.t().contiguous())                              # (I, H)
-        self.register_buffer("a", a.to(gate.dtype).contiguous())                          # (H, r)
-        self.register_buffer("b", b.to(gate.dtype).contiguous())                          # (r, I)
+        self.register_buffer("a", a.to(gate.dtype).contiguous())                          # (H, 2r)
+        self.register_buffer("b", b.to(gate.dtype).contiguous())                          # (2, r, I)
         self.k = k
+
+    def scores(self, flat: torch.Tensor) -> torch.Tensor:
+        """|act(g̃)·ũ| (N, I) for inputs (N, H): the predictor's estimate of each neuron's contribution."""
+        z = (flat @ self.a).reshape(len(flat), 2, -1).transpose(0, 1)                    # (2, N, r)
+        g, u = torch.bmm(z, self.b)                                                        # (N, I) each
+        return (self.act(g) * u).abs()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         flat = x.reshape(-1, x.shape[-1])                                                  # (N, H)
-        chosen = ((flat @ self.a) @ self.b).topk(self.k, dim=-1).indices                 # (N, k)
+        chosen = self.scores(flat).topk(self.k, dim=-1).indices                           # (N, k)
         out = torch.stack([self._one(row, idx) for row, idx in zip(flat, chosen)])
         return out.reshape(x.shape)
 
@@ -146,8 +154,9 @@ class PrunedMLP(nn.Module):
 
 @dataclass
 class WidthPredictors:
-    """What a model's width drafts read, per layer l: the low-rank predictor A_l (H, r), B_l (r, I) of a
-    dynamic draft and the importance (I,) a pruned draft ranks by. ``info``: how they were fitted."""
+    """What a model's width drafts read, per layer l: the low-rank predictor A_l (H, 2r) = [A_g | A_u] and
+    B_l (2, r, I) = [B_g, B_u] of a dynamic draft (:class:`GatheredMLP`) and the importance (I,) a pruned draft
+    ranks by. ``info``: how they were fitted."""
 
     a: list[torch.Tensor]
     b: list[torch.Tensor]
@@ -167,10 +176,9 @@ class WidthPredictors:
         """A clear error when these were made for a model of other sizes."""
         layers = decoder_layers(model)
         gate = mlp_parts(layers[0].mlp)[0]
-        if len(layers) != self.n_layers or tuple(self.a[0].shape[:1]) + tuple(self.b[0].shape[1:]) != (
-                gate.shape[1], gate.shape[0]):
+        if len(layers) != self.n_layers or (self.a[0].shape[0], self.b[0].shape[-1]) != (gate.shape[1], gate.shape[0]):
             raise ValueError(f"predictors: made for {self.n_layers} layers, H = {self.a[0].shape[0]}, "
-                             f"I = {self.b[0].shape[1]}; the model has {len(layers)} layers, H = {gate.shape[1]}, "
+                             f"I = {self.b[0].shape[-1]}; the model has {len(layers)} layers, H = {gate.shape[1]}, "
                              f"I = {gate.shape[0]}")
 
     @classmethod
@@ -179,8 +187,8 @@ class WidthPredictors:
         g = torch.Generator().manual_seed(seed)
         layers = decoder_layers(model)
         n_in, n_out = mlp_parts(layers[0].mlp)[0].shape[1], mlp_parts(layers[0].mlp)[0].shape[0]
-        return cls([torch.randn(n_in, rank, generator=g) for _ in layers],
-                   [torch.randn(rank, n_out, generator=g) for _ in layers],
+        return cls([torch.randn(n_in, 2 * rank, generator=g) for _ in layers],
+                   [torch.randn(2, rank, n_out, generator=g) for _ in layers],
                    [torch.rand(n_out, generator=g) for _ in layers], {"kind": "random", "seed": seed})
 
     def save(self, path: str | Path) -> Path:

@@ -79,7 +79,8 @@ def test_a_kept_fraction_of_one_is_the_full_mlp_and_lower_fractions_change_the_d
 
 
 def test_the_gathered_mlp_computes_exactly_the_chosen_neurons():
-    """A predictor that equals the true contributions picks the top-k neurons; the output is their sum alone."""
+    """A full-rank predictor (A = [1 | 1], B = [gate^T, up^T scaled by the down norms]) scores exactly the true
+    contributions: it picks the top-k neurons, and the output is their sum alone."""
     model = tiny_model("llama", n_layers=1)
     mlp = decoder_layers(model)[0].mlp
     x = torch.randn(1, 1, model.config.hidden_size)
@@ -88,8 +89,9 @@ def test_the_gathered_mlp_computes_exactly_the_chosen_neurons():
     top = contributions.topk(k).indices
     gate, up, down = mlp.gate_proj.weight, mlp.up_proj.weight, mlp.down_proj.weight
     expected = down[:, top] @ (mlp.act_fn(gate[top] @ x[0, 0]) * (up[top] @ x[0, 0]))
-    a = x[0, 0, :, None] / x[0, 0].dot(x[0, 0])                              # x a = 1, so the scores are b
-    chooser = GatheredMLP(mlp, a, contributions[None, :], k)
+    eye = torch.eye(model.config.hidden_size)
+    chooser = GatheredMLP(mlp, torch.cat([eye, eye], 1), torch.stack([gate.T, up.T * down.norm(dim=0)]), k)
+    assert torch.allclose(chooser.scores(x[0]), contributions[None], atol=1e-5)
     assert torch.allclose(chooser(x)[0, 0], expected, atol=1e-5)
 
 
