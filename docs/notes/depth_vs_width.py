@@ -109,7 +109,7 @@ def main() -> None:
     print_recall(model, tokenizer, predictors)
     made = drafts(model, config)
     print(f"\nstop rule for every draft: the shipped one ({config.describe(model.config.num_hidden_layers)}, "
-          f"fp32 weights); {prompts} prompts x {tokens} new tokens x {repeats} interleaved repeats per source")
+          f"the same for all); {prompts} prompts x {tokens} new tokens x {repeats} interleaved repeats per source")
     ids = {source: [tokenizer(p.text, return_tensors="pt", add_special_tokens=False)["input_ids"]
                     for p in benchmark_prompts(prompts, source=source)] for source in SOURCES}
     runs = run_by_source(make_decoders(model, config, predictors, made), ids, max_new_tokens=tokens,

@@ -128,6 +128,8 @@ class GatheredMLP(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         flat = x.reshape(-1, x.shape[-1])                                                  # (N, H)
         chosen = self.scores(flat).topk(self.k, dim=-1).indices                           # (N, k)
+        if len(flat) == 1:                                      # a drafted token: no per-row loop, no stack
+            return self._one(flat[0], chosen[0]).reshape(x.shape)
         out = torch.stack([self._one(row, idx) for row, idx in zip(flat, chosen)])
         return out.reshape(x.shape)
 
