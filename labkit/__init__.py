@@ -27,11 +27,14 @@ from .core import (
                    StepRecord,
                    TargetConfidenceGate,
                    Trace,
+                   WidthPredictors,
+                   WidthSet,
                    autoregressive_generate,
                    draft_tree,
                    jacobi_generate,
                    skipping,
                    speculative_generate,
+                   width_drafter,
 )
 from .core.cascade import cascade
 from .core.lookahead import lookahead
@@ -51,5 +54,6 @@ __all__ = [
     "autoregressive_generate", "best_config", "best_skip_set", "cascade", "draft_tree", "jacobi_generate",
     "load_draft_head",
     "load_model", "lookahead", "prompts", "skip_strategy", "skipping", "speculative_generate", "token_recycling",
+    "WidthPredictors", "WidthSet", "width_drafter",
 ]
 __version__ = "0.1.0"

@@ -6,7 +6,8 @@ Which models and blocks: ``architectures``, ``skip`` (SkipSet, the swap that rem
 ``gate``. Which blocks each draft skips: ``strategies`` (a package, one module per paper). The draft's weights and
 head: ``draft_weights``, ``draft_head``, and ``draft_config`` (one draft configuration as data). What a draft
 is: ``draft`` (a chain or a tree); how a tree grows and is verified: ``tree_shapes``, ``tree``. Who drafts:
-``drafters``, ``early_exit``, ``medusa`` (multi-token heads), ``lookahead`` (n-grams from Jacobi iterations),
+``drafters``, ``width`` (drafts that compute only some MLP neurons: contextual sparsity and pruning),
+``early_exit``, ``medusa`` (multi-token heads), ``lookahead`` (n-grams from Jacobi iterations),
 ``recycling`` (the target's own top-k, recycled), ``cascade`` (a draft drafted by cheaper drafts;
 ``labkit.cascade``). How the target verifies: ``verify``. What a step is
 worth: ``expectation``. The loop: ``decoding``; what it recorded: ``trace``. Another way to decode in parallel:
@@ -31,6 +32,7 @@ from .skip import SkipSet, format_skip_set, parse_skip_set, skipping
 from .strategies import InContextStrategy, KnapsackStrategy, OnTheFlyStrategy, SkipStrategy, StaticStrategy
 from .trace import JacobiIteration, JacobiTrace, StepRecord, Trace
 from .tree_shapes import draft_tree
+from .width import WidthPredictors, WidthSet, width_drafter
 
 __all__ = [
     "AdaptiveThreshold", "CascadeDrafter", "Draft", "DraftConfig", "DraftHead", "DraftPolicy", "Drafter",
@@ -43,4 +45,5 @@ __all__ = [
     "jacobi_generate",
     "draft_tree", "LookaheadDrafter", "TokenRecyclingDrafter", "lookahead", "token_recycling",
     "new_cache", "ngram_lookup", "parse_skip_set", "skipping", "speculative_generate",
+    "WidthPredictors", "WidthSet", "width_drafter",
 ]

@@ -124,7 +124,8 @@ def speculative_step(state: DecodingState, drafter: Drafter, policy: DraftPolicy
         threshold=threshold, draft_s=t1 - t0 - draft.select_s, verify_s=(t2 - t1) + (t4 - t3),
         policy_state=policy.state(), n_emitted=len(new), draft_source=draft.source,
         target_confidence=verdict.target_confidence, skip=draft.skip, select_s=draft.select_s + (t3 - t2),
-        parents=draft.tree, path=verdict.path, levels=draft.levels, origins=draft.origins)
+        parents=draft.tree, path=verdict.path, levels=draft.levels, origins=draft.origins,
+        width=draft.width)
 
 
 @torch.inference_mode()

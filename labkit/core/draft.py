@@ -25,6 +25,7 @@ class Draft:
     q_dists: list[torch.Tensor] = field(default_factory=list)   # sampling only: q at each position, (V,) each
     source: str = "model"                                    # 'model' or 'lookup'
     skip: SkipSet | None = None                              # the set a self-draft skipped
+    width: object = None                                     # a width draft's WidthSet (labkit.core.width)
     drafter: object | None = None                            # who made it (wrappers pass their inner drafts on)
     select_s: float = 0.0                                    # seconds spent choosing how to draft, inside draft()
     forward: Callable | None = None                          # (state, draft) -> (logits (γ+1, V), hidden states

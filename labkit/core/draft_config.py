@@ -10,6 +10,10 @@ lab's search, its playground and its shipped results speak of a :class:`DraftCon
 - ``policy``: ``"static"`` (stop after a token whose draft confidence is below ``threshold``) or ``"adaptive"``
   (Draft & Verify's adaptive threshold, starting at ``threshold``), at most ``max_draft`` tokens a step.
 
+- ``width``: None, or a :class:`~labkit.core.width.WidthSet` (the MLP neurons' kept fraction per layer,
+  dynamic or pruned: a width draft, :mod:`labkit.core.width`), alone or with the skip set; its predictors are
+  fitted for the model, so they are given when the drafter is made (``generate_kwargs(model, predictors)``).
+
 A draft head is fitted for one skip set, so it is not part of a configuration a search varies.
 """
 from __future__ import annotations
@@ -20,6 +24,7 @@ from .checks import check_int, check_probability
 from .draft_weights import DRAFT_WEIGHTS
 from .policies import AdaptiveThreshold, DraftPolicy, StaticThreshold
 from .skip import SkipSet
+from .width import WidthPredictors, WidthSet, width_drafter
 
 __all__ = ["DraftConfig", "STOP_POLICIES"]
 
@@ -35,6 +40,7 @@ class DraftConfig:
     policy: str = "static"
     threshold: float = 0.5
     max_draft: int = 12
+    width: WidthSet | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.skip, SkipSet):
@@ -45,6 +51,10 @@ class DraftConfig:
             raise ValueError(f"policy must be one of {STOP_POLICIES}, got {self.policy!r}")
         object.__setattr__(self, "threshold", check_probability("threshold", self.threshold))
         check_int("max_draft", self.max_draft, 1)
+        if self.width is not None and not isinstance(self.width, WidthSet):
+            raise TypeError(f"width must be None or a WidthSet, got {type(self.width).__name__}")
+        if self.width is not None and self.draft_weights is not None:
+            raise ValueError("a width draft reads the model's own weights: give draft_weights=None with width")
 
     def make_policy(self) -> DraftPolicy:
         """A fresh stop rule (an adaptive one learns from here on; reuse it across prompts to carry its state)."""
@@ -52,10 +62,16 @@ class DraftConfig:
             return StaticThreshold(self.threshold, self.max_draft)
         return AdaptiveThreshold(initial_threshold=self.threshold, max_draft=self.max_draft)
 
-    def generate_kwargs(self) -> dict:
+    def generate_kwargs(self, model=None, predictors: WidthPredictors | None = None) -> dict:
         """What :func:`~labkit.core.decoding.speculative_generate` takes for this draft, with a fresh policy:
-        ``speculative_generate(model, ids, **config.generate_kwargs())``."""
-        return {"skip": self.skip, "draft_weights": self.draft_weights, "policy": self.make_policy()}
+        ``speculative_generate(model, ids, **config.generate_kwargs())``; a width draft needs the model and its
+        predictors (:func:`labkit.training.width.load_or_fit`) and comes back as a drafter."""
+        if self.width is None:
+            return {"skip": self.skip, "draft_weights": self.draft_weights, "policy": self.make_policy()}
+        if model is None or predictors is None:
+            raise ValueError("a width draft needs the model and its predictors: "
+                             "config.generate_kwargs(model, predictors)")
+        return {"drafter": width_drafter(model, predictors, self.width, self.skip), "policy": self.make_policy()}
 
     @property
     def weights_label(self) -> str:
@@ -65,12 +81,14 @@ class DraftConfig:
         kind = "threshold" if self.policy == "static" else "initial threshold"
         size = (f"{self.skip.n_skipped} blocks skipped"
                 + (f" (ratio {self.skip.ratio(n_layers):.3f})" if n_layers else ""))
-        return (f"{size}, {self.weights_label} draft weights, {self.policy} stop rule ({kind} {self.threshold:g}, "
-                f"at most {self.max_draft} drafted)")
+        width = f", {self.width}" if self.width is not None else ""
+        return (f"{size}{width}, {self.weights_label} draft weights, {self.policy} stop rule ({kind} "
+                f"{self.threshold:g}, at most {self.max_draft} drafted)")
 
     def to_dict(self) -> dict:
-        return {"skip": self.skip.to_dict(), "draft_weights": self.draft_weights, "policy": self.policy,
-                "threshold": self.threshold, "max_draft": self.max_draft}
+        out = {"skip": self.skip.to_dict(), "draft_weights": self.draft_weights, "policy": self.policy,
+               "threshold": self.threshold, "max_draft": self.max_draft}
+        return out if self.width is None else {**out, "width": self.width.to_dict()}
 
     @classmethod
     def from_dict(cls, d: dict) -> DraftConfig:
@@ -80,4 +98,5 @@ class DraftConfig:
             return cls(skip=SkipSet.from_dict(d))
         return cls(skip=SkipSet.from_dict(d["skip"]), draft_weights=d.get("draft_weights"),
                    policy=d.get("policy", "static"), threshold=float(d.get("threshold", 0.5)),
-                   max_draft=int(d.get("max_draft", 12)))
+                   max_draft=int(d.get("max_draft", 12)),
+                   width=WidthSet.from_dict(d["width"]) if d.get("width") else None)

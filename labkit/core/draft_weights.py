@@ -12,6 +12,7 @@ used). It can only cost acceptance α, which the benchmark measures beside the s
 :class:`Int8DraftWeights` holds an int8 stand-in (per-output-channel scales, bfloat16 activations, the kernel
 gpt-fast and torchao use for weight-only int8 on CPU) for every ``nn.Linear`` of the model, built once and reused
 (:func:`draft_weights`); ``swapped()`` puts them in place for the duration of a draft and always undoes it.
+:class:`ModuleSwaps` is that mechanism alone, which the width drafts (:mod:`labkit.core.width`) reuse.
 """
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from contextlib import contextmanager
 import torch
 from torch import nn
 
-__all__ = ["DRAFT_WEIGHTS", "Int8Linear", "Int8DraftWeights", "draft_weights"]
+__all__ = ["DRAFT_WEIGHTS", "ModuleSwaps", "Int8Linear", "Int8DraftWeights", "draft_weights"]
 
 #: What ``speculative_generate(draft_weights=...)`` accepts besides None (the model's own weights).
 DRAFT_WEIGHTS = ("int8",)
@@ -47,41 +48,56 @@ class Int8Linear(nn.Module):
         return y if self.bias is None else y + self.bias
 
 
-class Int8DraftWeights:
-    """int8 stand-ins for every ``nn.Linear`` of ``model`` (its decoder blocks and its LM head)."""
+class ModuleSwaps:
+    """Stand-in modules a draft reads in place of some of the model's own (int8 linears, gathered MLPs...).
 
-    def __init__(self, model: nn.Module):
-        device = next(model.parameters()).device
-        self._swaps: list[tuple[dict, str, nn.Module, nn.Module]] = []       # (parent's _modules, name, own, int8)
-        for parent in model.modules():
-            for name, child in parent.named_children():
-                if isinstance(child, nn.Linear):
-                    self._swaps.append((parent._modules, name, child, Int8Linear(child).to(device)))
-        if not self._swaps:
-            raise ValueError("draft_weights='int8': the model has no nn.Linear layers to quantize")
+    ``_swaps`` holds (parent's ``_modules``, name, own module, stand-in); :meth:`swapped` puts every stand-in in
+    place for the duration of a draft and always undoes it. A slot that already holds something else when the draft
+    begins (a block :func:`~labkit.core.skip.skipping` removed) is left alone: skipping wins over other weights."""
+
+    def __init__(self, swaps: list[tuple[dict, str, nn.Module, nn.Module]]):
+        self._swaps = swaps
         self._versions = self._weight_versions()
-        try:                                                        # fail here, not in the middle of a draft
-            self._swaps[0][3](torch.zeros(1, self._swaps[0][2].in_features, device=device))
-        except (RuntimeError, NotImplementedError) as error:
-            raise RuntimeError(f"draft_weights='int8' needs torch._weight_int8pack_mm on {device}: {error}") from error
 
     def _weight_versions(self) -> list[tuple[int, int]]:
-        return [(own.weight.data_ptr(), own.weight._version) for _, _, own, _ in self._swaps]
+        return [(w.data_ptr(), w._version) for _, _, own, _ in self._swaps for w in own.parameters()]
 
     def current(self) -> bool:
-        """False once any of the model's linear weights was replaced or changed in place since these were built."""
+        """False once any of the swapped modules' weights was replaced or changed in place since these were built."""
         return self._weight_versions() == self._versions
 
     @contextmanager
     def swapped(self) -> Iterator[None]:
-        """The int8 stand-ins in place of the model's linears; the originals back afterwards, also on errors."""
+        """The stand-ins in place of the model's own modules; the originals back afterwards, also on errors."""
+        done = []
         try:
-            for modules, name, _, int8 in self._swaps:
-                modules[name] = int8
+            for modules, name, own, stand_in in self._swaps:
+                if modules[name] is own:
+                    modules[name] = stand_in
+                    done.append((modules, name, own))
             yield
         finally:
-            for modules, name, own, _ in self._swaps:
+            for modules, name, own in done:
                 modules[name] = own
+
+
+class Int8DraftWeights(ModuleSwaps):
+    """int8 stand-ins for every ``nn.Linear`` of ``model`` (its decoder blocks and its LM head)."""
+
+    def __init__(self, model: nn.Module):
+        device = next(model.parameters()).device
+        swaps = []                                                 # (parent's _modules, name, own, int8)
+        for parent in model.modules():
+            for name, child in parent.named_children():
+                if isinstance(child, nn.Linear):
+                    swaps.append((parent._modules, name, child, Int8Linear(child).to(device)))
+        if not swaps:
+            raise ValueError("draft_weights='int8': the model has no nn.Linear layers to quantize")
+        super().__init__(swaps)
+        try:                                                        # fail here, not in the middle of a draft
+            swaps[0][3](torch.zeros(1, swaps[0][2].in_features, device=device))
+        except (RuntimeError, NotImplementedError) as error:
+            raise RuntimeError(f"draft_weights='int8' needs torch._weight_int8pack_mm on {device}: {error}") from error
 
 
 _BUILT: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()     # model -> its Int8DraftWeights

@@ -35,6 +35,7 @@ from .checks import check_int
 from .devices import clock, model_device
 from .draft import Draft
 from .draft_head import DraftHead
+from .draft_weights import ModuleSwaps
 from .draft_weights import draft_weights as build_draft_weights
 from .forward import forward_tokens
 from .policies import DraftPolicy
@@ -103,11 +104,13 @@ class SelfDrafter(Drafter):
 
     ``skip``: a fixed :class:`SkipSet` (drafted through a :class:`StaticStrategy`) or a :class:`SkipStrategy`,
     asked for the set before every draft and told how each verification went. ``weights``: None (the model's
-    own) or "int8" (the draft reads int8 copies of the kept blocks' weights, :mod:`labkit.core.draft_weights`;
-    verification still uses the model's own). ``head``: a :class:`~labkit.core.draft_head.DraftHead` fitted for
-    the fixed set ``skip``, applied to the draft's last hidden state only."""
+    own), "int8" (the draft reads int8 copies of the kept blocks' weights, :mod:`labkit.core.draft_weights`;
+    verification still uses the model's own) or stand-in modules built already (a
+    :class:`~labkit.core.draft_weights.ModuleSwaps`: a width draft's MLPs, :func:`labkit.core.width.width_drafter`).
+    ``head``: a :class:`~labkit.core.draft_head.DraftHead` fitted for the fixed set ``skip``, applied to the draft's
+    last hidden state only."""
 
-    def __init__(self, model, skip: SkipSet | SkipStrategy | None = None, weights: str | None = None,
+    def __init__(self, model, skip: SkipSet | SkipStrategy | None = None, weights: str | ModuleSwaps | None = None,
                  head: DraftHead | None = None, tree=None):
         skip = skip if skip is not None else SkipSet()
         if not isinstance(skip, (SkipSet, SkipStrategy)):
@@ -125,7 +128,7 @@ class SelfDrafter(Drafter):
         if tree is not None and type(self.strategy).needs_hidden_states is not SkipStrategy.needs_hidden_states:
             raise ValueError(f"a tree draft cannot be verified with the hidden states the {self.strategy.name} "
                              f"strategy learns from: use a fixed skip set or another strategy")
-        self.weights = build_draft_weights(model, weights)
+        self.weights = weights if isinstance(weights, ModuleSwaps) else build_draft_weights(model, weights)
         self.model, self.head, self.tree = model, head, tree
 
     def prepare(self, state: DecodingState, prompt_ids: torch.Tensor) -> None:
@@ -144,6 +147,7 @@ class SelfDrafter(Drafter):
                 draft = self._draft_tree(state, budget, policy)
         self.strategy.drafted(len(draft), clock() - t1)
         draft.skip, draft.drafter, draft.select_s = skip, self, t1 - t0
+        draft.width = getattr(self.weights, "width", None)
         if self.strategy.needs_hidden_states:                    # the strategy watches the verify forward
             draft.forward = self.strategy.verify_forward
         return draft

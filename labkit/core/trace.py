@@ -39,6 +39,7 @@ class StepRecord:
     path: list[int] | None = None      # a tree draft: the accepted nodes, root to leaf
     levels: list[dict] | None = None   # a cascade: each level's proposed / accepted / own tokens, forwards, seconds
     origins: list[str] | None = None   # where each drafted node came from (lookahead's pool, recycling's table)
+    width: object = None          # a width draft's WidthSet: the MLP neurons' kept fraction per layer, and its kind
 
     @property
     def n_drafted(self) -> int:

@@ -3,6 +3,7 @@ import pytest
 
 from labkit import AdaptiveThreshold, DraftConfig, SkipSet, StaticThreshold, speculative_generate
 from labkit.core.decoding import autoregressive_generate
+from labkit.core.width import WidthPredictors, WidthSet
 
 from tiny_models import tiny_model
 
@@ -41,3 +42,21 @@ def test_generate_kwargs_decode_losslessly():
                    DraftConfig(SkipSet(mlp=[2]), None, "adaptive", 0.6, 12)):
         out = speculative_generate(model, ids, max_new_tokens=20, eos_token_id=[], **config.generate_kwargs())
         assert out.sequences.equal(plain)
+
+
+def test_a_width_draft_round_trips_and_decodes_losslessly():
+    model = tiny_model("qwen2", n_layers=2, seed=1)
+    ids = __import__("torch").randint(1, 90, (1, 9))
+    plain = autoregressive_generate(model, ids, 20, eos_token_id=[]).sequences
+    config = DraftConfig(SkipSet(mlp=[1]), width=WidthSet((0.25, 0.5), "pruned"), max_draft=4)
+    assert DraftConfig.from_dict(config.to_dict()) == config and "MLP kept 0.25, 0.5" in config.describe(2)
+    assert "width" not in DraftConfig().to_dict()                       # older results read and write the same
+    out = speculative_generate(model, ids, max_new_tokens=20, eos_token_id=[],
+                               **config.generate_kwargs(model, WidthPredictors.random(model)))
+    assert out.sequences.equal(plain) and out.trace.steps[0].width == config.width
+    with pytest.raises(ValueError, match="needs the model and its predictors"):
+        config.generate_kwargs()
+    with pytest.raises(ValueError, match="draft_weights=None"):
+        DraftConfig(width=WidthSet((0.5, 0.5)), draft_weights="int8")
+    with pytest.raises(TypeError, match="width must be"):
+        DraftConfig(width=(0.5, 0.5))
