@@ -8,8 +8,9 @@ head: ``draft_weights``, ``draft_head``, and ``draft_config`` (one draft configu
 is: ``draft`` (a chain or a tree); how a tree grows and is verified: ``tree_shapes``, ``tree``. Who drafts:
 ``drafters``, ``early_exit``, ``medusa`` (multi-token heads), ``cascade`` (a draft drafted by cheaper drafts;
 ``labkit.cascade``). How the target verifies: ``verify``. What a step is
-worth: ``expectation``. The loop: ``decoding``; what it recorded: ``trace``. Another way to decode in parallel:
-``jacobi``."""
+worth: ``expectation``. The loop: ``decoding``; what it recorded: ``trace``. Many sequences at once:
+``batch`` (one cache, per-row positions and a mask of valid columns), ``batch_decoding`` (the batched loops).
+Another way to decode in parallel: ``jacobi``."""
 from .architectures import SUPPORTED_ARCHITECTURES, check_supported
 from .cache import crop_to, new_cache
 from .cascade import CascadeDrafter

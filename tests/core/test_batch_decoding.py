@@ -16,14 +16,7 @@ from labkit.core.tree_shapes import draft_tree
 from labkit.core.verify import Verdict
 from labkit.measure.lossless import random_draft_head, random_heads
 
-from exact_sampling import (
-    PROMPT,
-    WARPS,
-    chi_square_p_value,
-    empirical,
-    exact_two_token_distribution,
-    sharp_tiny_model,
-)
+from exact_sampling import PROMPT, WARPS, chi_square_p_value, empirical, exact_two_token_distribution, sharp_tiny_model
 from tiny_models import ARCHITECTURES, tiny_model
 
 N_LAYERS, VOCAB = 4, 97
