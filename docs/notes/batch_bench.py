@@ -2,7 +2,7 @@
 ("packages": installed packages' source, held out), greedy, one thread: throughput and per-row latency, every
 row's output checked token-identical to the batched plain loop's (and, at batch 1, the one-sequence call timed
 beside the batch-of-one call), the three ways of handling ragged acceptance (masked holes, re-padding, the shortest
-row), and the load policy built from c and c_v measured per batch size (:mod:`labkit.measure.batch_costs`) against
+row; the batch's drafting cut when half its rows stopped, or drafting on to the last row), and the load policy built from c and c_v measured per batch size (:mod:`labkit.measure.batch_costs`) against
 always-on and always-off, with the crossover batch size it predicts beside the measured one.
 
 Every timing goes through :func:`labkit.measure.harness.interleaved_ms` (all methods of one batch size interleaved,
@@ -50,6 +50,7 @@ def methods(model, config, prompts, n, policy):
     calls = {"plain loop": plain, "always on (mask)": spec("always on (mask)"),
              "always on (repad)": spec("always on (repad)", batch=BatchConfig("repad")),
              "always on (shortest)": spec("always on (shortest)", batch=BatchConfig("shortest")),
+             "always on (every row)": spec("always on (every row)", batch=BatchConfig(draft_while=0.0)),
              "load policy": spec("load policy", load=policy)}
     if len(prompts) == 1:
         def one():

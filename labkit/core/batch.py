@@ -41,16 +41,20 @@ RAGGED_MODES = ("mask", "repad", "shortest")
 
 @dataclass(frozen=True)
 class BatchConfig:
-    """How a batch is decoded: ``ragged`` (see the module docstring) and ``compact_below`` (mode "mask": compact
-    when the fraction of valid cache columns falls below it)."""
+    """How a batch is decoded: ``ragged`` (see the module docstring), ``compact_below`` (mode "mask": compact
+    when the fraction of valid cache columns falls below it) and ``draft_while``: the batch's draft forwards go on
+    while at least this fraction of the rows that began drafting still draft (a draft forward costs every row, so
+    the last few rows' drafts are cut short; a shorter draft is still lossless; 0: until every row stops)."""
 
     ragged: str = "mask"
     compact_below: float = 0.5
+    draft_while: float = 0.5
 
     def __post_init__(self) -> None:
         check_choice("ragged", self.ragged, RAGGED_MODES)
-        if not 0.0 <= self.compact_below <= 1.0:
-            raise ValueError(f"compact_below must be in [0, 1], got {self.compact_below!r}")
+        for name in ("compact_below", "draft_while"):
+            if not 0.0 <= getattr(self, name) <= 1.0:
+                raise ValueError(f"{name} must be in [0, 1], got {getattr(self, name)!r}")
 
 
 @dataclass

@@ -204,10 +204,12 @@ def _lookup_draft(state: BatchState, i: int, max_tokens: int) -> Draft | None:
     return draft
 
 
-def _self_drafts(state: BatchState, drafter: SelfDrafter, policies, budgets: list[int], drafts: list) -> int:
-    """Self-drafts for rows whose ``drafts[i]`` is None and budget > 0, one batched draft forward per position;
-    returns the number of forwards."""
+def _self_drafts(state: BatchState, drafter: SelfDrafter, policies, budgets: list[int], drafts: list,
+                 draft_while: float) -> int:
+    """Self-drafts for rows whose ``drafts[i]`` is None and budget > 0, one batched draft forward per position
+    while at least ``draft_while`` of the rows that began still draft; returns the number of forwards."""
     drafting = [drafts[i] is None and budgets[i] > 0 for i in range(state.size)]
+    started = sum(drafting)
     for i in range(state.size):
         drafts[i] = Draft() if drafts[i] is None else drafts[i]
     feed, columns, width, forwards = [t[-1] for t in state.tokens], [], state.valid.shape[1], 0
@@ -217,7 +219,7 @@ def _self_drafts(state: BatchState, drafter: SelfDrafter, policies, budgets: lis
             stack.enter_context(drafter.weights.swapped())
         if drafter.head is not None:
             stack.enter_context(drafter.head.applied(state.model))
-        while any(drafting):
+        while any(drafting) and sum(drafting) >= draft_while * started:
             new = torch.tensor(drafting)[:, None]
             cached = torch.cat([state.valid, *columns], dim=1)
             check_batch_fits(state.model, cached.shape[1] + 1)
@@ -276,7 +278,7 @@ def _step(state: BatchState, spec: _Spec, policies, hidden, budgets, config: Bat
     drafts = [_lookup_draft(state, i, min(spec.lookup, budgets[i])) if spec.lookup and budgets[i] > 0 else None
               for i in range(state.size)]
     if spec.self_drafter is not None:
-        counts.forwards += _self_drafts(state, spec.self_drafter, policies, budgets, drafts)
+        counts.forwards += _self_drafts(state, spec.self_drafter, policies, budgets, drafts, config.draft_while)
     elif spec.heads is not None:
         _head_drafts(state, spec.heads, hidden, policies, budgets, drafts)
     drafts = [d if d is not None else Draft() for d in drafts]

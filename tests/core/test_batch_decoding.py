@@ -55,7 +55,7 @@ def random_policy(rng: random.Random):
                        AdaptiveThreshold(max_draft=rng.randint(1, 12), initial_threshold=rng.choice([0.1, 0.6]))])
 
 
-@pytest.mark.parametrize("seed", range(5))
+@pytest.mark.parametrize("seed", range(4))
 def test_every_row_is_its_own_greedy_decoding(model, seed):
     rng = random.Random(seed)
     size, max_new = rng.randint(1, 8), rng.choice([1, 6, 20])
@@ -67,7 +67,7 @@ def test_every_row_is_its_own_greedy_decoding(model, seed):
     assert [s[0].tolist() for s in plain.sequences] == expected
     for _ in range(3):
         kwargs, policy = random_drafter_kwargs(model, rng), random_policy(rng)
-        config = BatchConfig(rng.choice(RAGGED_MODES))
+        config = BatchConfig(rng.choice(RAGGED_MODES), draft_while=rng.choice([0.0, 0.5, 1.0]))
         out = speculative_generate(model, prompts, policy=policy, max_new_tokens=max_new, eos_token_id=eos,
                                    batch=config, **kwargs)
         assert isinstance(out, BatchResult)
@@ -110,25 +110,21 @@ def test_finished_rows_stop_costing_and_the_load_policy_caps_gamma():
     assert LoadPolicy((1, 4, 16), (6, 3, 0)).cap(8) == 3
 
 
-@pytest.mark.parametrize("warp", WARPS, ids=["t1", "t0.7-topk-topp"])
-@pytest.mark.parametrize("drafter", ["skip", "medusa"])
-def test_sampling_is_exact_per_row(warp, drafter):
+@pytest.mark.parametrize(("drafter", "warp"), [("skip", WARPS[1]), ("medusa", WARPS[0])],
+                         ids=["skip-t0.7-topk-topp", "medusa-t1"])
+def test_sampling_is_exact_per_row(drafter, warp):
     target = sharp_tiny_model(n_layers=2, seed=3)
     dist = exact_two_token_distribution(target, warp, n_tokens=3)
     other = [5, 1, 3, 2, 2, 4, 0]
     kwargs = ({"skip": SkipSet(attention=[1], mlp=[0])} if drafter == "skip"
               else {"drafter": HeadsDrafter(target, random_heads(target, 3, scale=1.0, seed=5))})
-    results = {}
 
-    def run(g, row):
-        if row == 0:
-            out = speculative_generate(target, [other, PROMPT[0].tolist(), other[:2]], policy=FixedK(3),
-                                       max_new_tokens=3, do_sample=True, generator=g, temperature=warp.temperature,
-                                       top_k=warp.top_k, top_p=warp.top_p, **kwargs)
-            results["row"] = out.new_tokens[1]
-        return results["row"]
+    def run(g):                   # the middle row of three, the others drafting and ending beside it
+        return speculative_generate(target, [other, PROMPT[0].tolist(), other[:2]], policy=FixedK(3),
+                                    max_new_tokens=3, do_sample=True, generator=g, temperature=warp.temperature,
+                                    top_k=warp.top_k, top_p=warp.top_p, **kwargs).new_tokens[1]
 
-    counts = empirical(lambda g: run(g, 0), 3)
+    counts = empirical(run, 3)
     assert chi_square_p_value(counts, dist) > 1e-3
 
 
