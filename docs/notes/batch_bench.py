@@ -1,9 +1,10 @@
 """Batched self-speculative decoding against the batched plain loop at batch sizes 1, 4 and 16, on outside prompts
 ("packages": installed packages' source, held out), greedy, one thread: throughput and per-row latency, every
 row's output checked token-identical to the batched plain loop's (and, at batch 1, the one-sequence call timed
-beside the batch-of-one call), the three ways of handling ragged acceptance (masked holes, re-padding, the shortest
-row; the batch's drafting cut when half its rows stopped, or drafting on to the last row), and the load policy built from c and c_v measured per batch size (:mod:`labkit.measure.batch_costs`) against
-always-on and always-off, with the crossover batch size it predicts beside the measured one.
+beside the batch-of-one call); the three ways of handling ragged acceptance (masked holes, re-padding, the shortest
+row); the batch's drafting cut when half its rows stopped, or drafting on to the last row; and the load policy
+built from c and c_v measured per batch size (:mod:`labkit.measure.batch_costs`) against always-on and always-off,
+with the speedup it predicts beside the measured one.
 
 Every timing goes through :func:`labkit.measure.harness.interleaved_ms` (all methods of one batch size interleaved,
 odd rounds reversed); ratios are the median of per-round ratios with their min-max.

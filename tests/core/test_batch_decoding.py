@@ -119,8 +119,8 @@ def test_sampling_is_exact_per_row(drafter, warp):
     kwargs = ({"skip": SkipSet(attention=[1], mlp=[0])} if drafter == "skip"
               else {"drafter": HeadsDrafter(target, random_heads(target, 3, scale=1.0, seed=5))})
 
-    def run(g):                   # the middle row of three, the others drafting and ending beside it
-        return speculative_generate(target, [other, PROMPT[0].tolist(), other[:2]], policy=FixedK(3),
+    def run(g):                   # the second row, the first drafting and decoding beside it
+        return speculative_generate(target, [other, PROMPT[0].tolist()], policy=FixedK(3),
                                     max_new_tokens=3, do_sample=True, generator=g, temperature=warp.temperature,
                                     top_k=warp.top_k, top_p=warp.top_p, **kwargs).new_tokens[1]
 
