@@ -12,6 +12,8 @@ worth: ``expectation``. The loop: ``decoding``; what it recorded: ``trace``. Man
 ``batch`` (one cache, per-row positions and a mask of valid columns), ``batch_decoding`` (the batched loops).
 Another way to decode in parallel: ``jacobi``."""
 from .architectures import SUPPORTED_ARCHITECTURES, check_supported
+from .batch import BatchConfig
+from .batch_decoding import BatchResult, LoadPolicy
 from .cache import crop_to, new_cache
 from .cascade import CascadeDrafter
 from .decoding import GenerationResult, autoregressive_generate, speculative_generate
@@ -31,10 +33,12 @@ from .trace import JacobiIteration, JacobiTrace, StepRecord, Trace
 from .tree_shapes import draft_tree
 
 __all__ = [
-    "AdaptiveThreshold", "CascadeDrafter", "Draft", "DraftConfig", "DraftHead", "DraftPolicy", "Drafter",
+    "AdaptiveThreshold", "BatchConfig", "BatchResult",
+    "CascadeDrafter", "Draft", "DraftConfig", "DraftHead", "DraftPolicy", "Drafter",
     "EarlyExitDrafter", "FixedK",
     "GenerationResult", "InContextStrategy", "JacobiIteration", "JacobiTrace", "KnapsackStrategy", "LookupDrafter",
-    "HeadsDrafter", "MedusaHeads", "ModelDrafter", "OnTheFlyStrategy", "SUPPORTED_ARCHITECTURES", "SelfDrafter",
+    "HeadsDrafter", "LoadPolicy",
+    "MedusaHeads", "ModelDrafter", "OnTheFlyStrategy", "SUPPORTED_ARCHITECTURES", "SelfDrafter",
     "SkipSet", "SkipStrategy",
     "StaticStrategy", "StaticThreshold", "StepRecord", "TargetConfidenceGate", "Trace", "Warp",
     "autoregressive_generate", "check_supported", "crop_to", "format_skip_set", "forward_tokens",

@@ -1,4 +1,5 @@
-"""Plain and speculative decoding as small free functions named after their phases (batch size 1).
+"""Plain and speculative decoding as small free functions named after their phases (one sequence; a batch is
+dispatched to :mod:`labkit.core.batch_decoding`).
 
 Notation, used throughout labkit: p is the target distribution (the full model), q the draft
 distribution (the model with blocks skipped, a separate small model, or a copy from the context),

@@ -67,7 +67,8 @@ def check_inputs(model, input_ids, max_new_tokens) -> torch.LongTensor:
     if input_ids.dim() != 2:
         raise ValueError(f"input_ids must have shape (1, T), got {tuple(input_ids.shape)}")
     if input_ids.shape[0] != 1:
-        raise ValueError(f"input_ids has batch size {input_ids.shape[0]}; labkit decodes batch size 1 only")
+        raise ValueError(f"input_ids has batch size {input_ids.shape[0]}; this decoder reads one sequence "
+                         f"(autoregressive_generate and speculative_generate also take a batch)")
     if input_ids.shape[1] == 0:
         raise ValueError("input_ids is empty: the prompt needs at least one token")
     check_int("max_new_tokens", max_new_tokens, 0)

@@ -1,6 +1,7 @@
 """Batched decoding: every row token-identical to transformers' generate of that row alone and to the batched plain
 loop (four families, random batch sizes 1-8, prompt lengths 1-40, EOS in some rows, every drafter a batch supports,
 every ragged mode); sampling exact per row (chi-square), a wrong acceptance rule caught; clear errors."""
+import itertools
 import random
 
 import pytest
@@ -16,7 +17,8 @@ from labkit.core.tree_shapes import draft_tree
 from labkit.core.verify import Verdict
 from labkit.measure.lossless import random_draft_head, random_heads
 
-from exact_sampling import PROMPT, WARPS, chi_square_p_value, empirical, exact_two_token_distribution, sharp_tiny_model
+from exact_sampling import N_SAMPLES, PROMPT, WARPS, chi_square_p_value, exact_two_token_distribution, sharp_tiny_model
+from exact_sampling import VOCAB as VOCAB_SMALL
 from tiny_models import ARCHITECTURES, tiny_model
 
 N_LAYERS, VOCAB = 4, 97
@@ -119,13 +121,24 @@ def test_sampling_is_exact_per_row(drafter, warp):
     kwargs = ({"skip": SkipSet(attention=[1], mlp=[0])} if drafter == "skip"
               else {"drafter": HeadsDrafter(target, random_heads(target, 3, scale=1.0, seed=5))})
 
-    def run(g):                   # the second row, the first drafting and decoding beside it
-        return speculative_generate(target, [other, PROMPT[0].tolist()], policy=FixedK(3),
-                                    max_new_tokens=3, do_sample=True, generator=g, temperature=warp.temperature,
-                                    top_k=warp.top_k, top_p=warp.top_p, **kwargs).new_tokens[1]
+    def run(g):                   # rows 0 and 2 (the prompt) beside row 1 (another prompt): two samples a call
+        out = speculative_generate(target, [PROMPT[0].tolist(), other, PROMPT[0].tolist()], policy=FixedK(3),
+                                   max_new_tokens=3, do_sample=True, generator=g, temperature=warp.temperature,
+                                   top_k=warp.top_k, top_p=warp.top_p, **kwargs).new_tokens
+        return out[0], out[2]
 
-    counts = empirical(run, 3)
+    counts = two_per_call(run)
     assert chi_square_p_value(counts, dist) > 1e-3
+
+
+def two_per_call(run) -> dict:
+    """Counts of N_SAMPLES three-token continuations, two rows of each batched call (independent draws)."""
+    g = torch.Generator().manual_seed(1234)
+    counts = dict.fromkeys(itertools.product(range(VOCAB_SMALL), repeat=3), 0)
+    for _ in range(N_SAMPLES // 2):
+        for row in run(g):
+            counts[tuple(row)] += 1
+    return counts
 
 
 def test_a_wrong_acceptance_rule_is_caught(monkeypatch):
@@ -139,9 +152,9 @@ def test_a_wrong_acceptance_rule_is_caught(monkeypatch):
         return Verdict(len(draft), sample(p[len(draft)], state.generator), p, 1.0, None, state.position)
 
     monkeypatch.setattr(batch_decoding, "verify", accept_all)
-    counts = empirical(lambda g: speculative_generate(
-        target, [[5, 1], PROMPT[0].tolist()], skip=SkipSet.all(2), policy=FixedK(3), max_new_tokens=3,
-        do_sample=True, generator=g).new_tokens[1], 3)
+    counts = two_per_call(lambda g: speculative_generate(
+        target, [PROMPT[0].tolist(), [5, 1], PROMPT[0].tolist()], skip=SkipSet.all(2), policy=FixedK(3),
+        max_new_tokens=3, do_sample=True, generator=g).new_tokens[::2])
     assert chi_square_p_value(counts, dist) < 1e-3
 
 
