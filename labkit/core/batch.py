@@ -30,7 +30,7 @@ import torch
 from .cache import crop_to, new_cache
 from .checks import check_choice, check_int
 from .devices import model_device
-from .forward import cache_argument
+from .forward import cache_argument, check_custom_mask
 from .sampling import Warp
 
 __all__ = ["BatchConfig", "BatchState", "RAGGED_MODES", "batch_forward", "attention_mask", "compact", "keep_rows",
@@ -123,15 +123,9 @@ def batch_forward(model, cache, valid: torch.Tensor, ids: torch.Tensor, position
 
 
 def check_batch_fits(model, columns: int) -> None:
-    """A custom mask needs eager or sdpa attention, and a sliding-window layer must not drop columns."""
-    implementation = getattr(model.config, "_attn_implementation", "sdpa")
-    if implementation not in ("sdpa", "eager"):
-        raise ValueError(f"batched decoding needs attn_implementation 'sdpa' or 'eager' (a custom attention mask); "
-                         f"the model uses {implementation!r}")
-    window = getattr(model.config, "sliding_window", None)
-    if window is not None and columns > window - 1:
-        raise ValueError(f"a batch needing {columns} cache columns exceeds the model's sliding window of {window}: "
-                         f"the window's cache would drop columns the mask needs; decode fewer tokens or one row")
+    """A batch's mask is a custom 4D mask over ``columns`` cache columns
+    (:func:`~labkit.core.forward.check_custom_mask`)."""
+    check_custom_mask(model, columns, "a batch")
 
 
 def new_batch(model, prompts: list[list[int]], warp: Warp, eos: frozenset[int], generator,
