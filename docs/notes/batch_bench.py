@@ -89,7 +89,8 @@ def main() -> None:
     size = parse_size(__doc__, quick=Size(16, 32, 2))
     model, tokenizer = shipped_model()
     config = best_config("default")
-    print(f"draft: {config.describe(model.config.num_hidden_layers)}; {size.describe()}; outside prompts")
+    print(f"draft: {config.describe(model.config.num_hidden_layers)}; batches of the first 1, 4 and 16 of 16 outside "
+          f"prompts, {size.tokens} new tokens, {size.repeats} interleaved repeats")
     texts = [p.text for p in benchmark_prompts(max(size.prompts, max(BATCH_SIZES)), source="packages")]
     prompts = [tokenizer(t, add_special_tokens=False)["input_ids"] for t in texts]
     costs = measure_batch_costs(model, config.skip, (1, 2, 4, 8, 16), (1, 2, 3, 4, 6, 8),
