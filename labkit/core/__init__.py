@@ -10,9 +10,12 @@ is: ``draft`` (a chain or a tree); how a tree grows and is verified: ``tree_shap
 ``early_exit``, ``medusa`` (multi-token heads), ``lookahead`` (n-grams from Jacobi iterations),
 ``recycling`` (the target's own top-k, recycled), ``cascade`` (a draft drafted by cheaper drafts;
 ``labkit.cascade``). How the target verifies: ``verify``. What a step is
-worth: ``expectation``. The loop: ``decoding``; what it recorded: ``trace``. Another way to decode in parallel:
-``jacobi``."""
+worth: ``expectation``. The loop: ``decoding``; what it recorded: ``trace``. Many sequences at once:
+``batch`` (one cache, per-row positions and a mask of valid columns), ``batch_decoding`` (the batched loops).
+Another way to decode in parallel: ``jacobi``."""
 from .architectures import SUPPORTED_ARCHITECTURES, check_supported
+from .batch import BatchConfig
+from .batch_decoding import BatchResult, LoadPolicy
 from .cache import crop_to, new_cache
 from .cascade import CascadeDrafter
 from .decoding import GenerationResult, autoregressive_generate, speculative_generate
@@ -35,10 +38,12 @@ from .tree_shapes import draft_tree
 from .width import WidthPredictors, WidthSet, width_drafter
 
 __all__ = [
-    "AdaptiveThreshold", "CascadeDrafter", "Draft", "DraftConfig", "DraftHead", "DraftPolicy", "Drafter",
+    "AdaptiveThreshold", "BatchConfig", "BatchResult",
+    "CascadeDrafter", "Draft", "DraftConfig", "DraftHead", "DraftPolicy", "Drafter",
     "EarlyExitDrafter", "FixedK",
     "GenerationResult", "InContextStrategy", "JacobiIteration", "JacobiTrace", "KnapsackStrategy", "LookupDrafter",
-    "HeadsDrafter", "MedusaHeads", "ModelDrafter", "OnTheFlyStrategy", "SUPPORTED_ARCHITECTURES", "SelfDrafter",
+    "HeadsDrafter", "LoadPolicy",
+    "MedusaHeads", "ModelDrafter", "OnTheFlyStrategy", "SUPPORTED_ARCHITECTURES", "SelfDrafter",
     "SkipSet", "SkipStrategy",
     "StaticStrategy", "StaticThreshold", "StepRecord", "TargetConfidenceGate", "Trace", "Warp",
     "autoregressive_generate", "check_supported", "crop_to", "format_skip_set", "forward_tokens",

@@ -1,4 +1,5 @@
-"""Plain and speculative decoding as small free functions named after their phases (batch size 1).
+"""Plain and speculative decoding as small free functions named after their phases (one sequence; a batch is
+dispatched to :mod:`labkit.core.batch_decoding`).
 
 Notation, used throughout labkit: p is the target distribution (the full model), q the draft
 distribution (the model with blocks skipped, a separate small model, or a copy from the context),
@@ -16,6 +17,15 @@ from dataclasses import dataclass
 
 import torch
 
+from .batch import BatchConfig
+from .batch_decoding import (
+    BatchResult,
+    LoadPolicy,
+    batch_prompts,
+    batched_autoregressive,
+    batched_speculative,
+    is_batch,
+)
 from .cache import new_cache
 from .devices import clock
 from .draft_head import DraftHead
@@ -67,10 +77,22 @@ def _choose(logits: torch.Tensor, warp: Warp, generator) -> int:
 
 @torch.inference_mode()
 def autoregressive_generate(model, input_ids, max_new_tokens, do_sample=False, temperature=1.0, top_k=None,
-                            top_p=None, generator=None, *, eos_token_id=None) -> GenerationResult:
-    """One full forward per token, with a KV cache: the fair baseline. Stops at EOS (kept) or the budget."""
-    input_ids = check_inputs(model, input_ids, max_new_tokens)
+                            top_p=None, generator=None, *, eos_token_id=None, attention_mask=None,
+                            batch: BatchConfig | None = None) -> GenerationResult | BatchResult:
+    """One full forward per token, with a KV cache: the fair baseline. Stops at EOS (kept) or the budget.
+
+    A batch (a list of prompts, a (B > 1, T) tensor, or a tensor with its ``attention_mask``) decodes every row
+    in one forward per step (:mod:`labkit.core.batch_decoding`) and returns a ``BatchResult``; one row of it takes
+    the one-sequence path."""
     warp = Warp(do_sample, temperature, top_k, top_p)
+    if is_batch(input_ids, attention_mask):
+        prompts = batch_prompts(model, input_ids, attention_mask, max_new_tokens)
+        if len(prompts) > 1:
+            return batched_autoregressive(model, prompts, max_new_tokens, warp, eos_set(model, eos_token_id),
+                                          generator, batch)
+        return as_batch_result(autoregressive_generate(model, torch.tensor(prompts), max_new_tokens, do_sample,
+                                                       temperature, top_k, top_p, generator, eos_token_id=eos_token_id))
+    input_ids = check_inputs(model, input_ids, max_new_tokens)
     eos = eos_set(model, eos_token_id)
     t0 = clock()
     prompt, new = input_ids[0].tolist(), []
@@ -134,7 +156,9 @@ def speculative_generate(model, input_ids, *, skip: SkipSet | SkipStrategy | Non
                          do_sample: bool = False, temperature: float = 1.0, top_k: int | None = None,
                          top_p: float | None = None, generator: torch.Generator | None = None, eos_token_id=None,
                          lookup: int = 0, draft_weights: str | None = None, draft_head: DraftHead | None = None,
-                         tree: TreeShape | None = None, record_trace: bool = True) -> GenerationResult:
+                         tree: TreeShape | None = None, record_trace: bool = True, attention_mask=None,
+                         batch: BatchConfig | None = None,
+                         load: LoadPolicy | None = None) -> GenerationResult | BatchResult:
     """Draft with ``model`` minus the blocks in ``skip`` (or with ``draft_model``, or any ``drafter``), verify
     with ``model``. Greedy output is token-identical to plain greedy decoding; sampled output is an exact
     sample of the (warped) target distribution.
@@ -149,8 +173,17 @@ def speculative_generate(model, input_ids, *, skip: SkipSet | SkipStrategy | Non
     hidden state; it belongs to one skip set, which ``skip`` must be (the output is the same with or without it).
     ``tree`` (:func:`labkit.draft_tree`) lets the self-draft propose a tree of continuations, all verified in one
     forward (:mod:`labkit.core.tree`); None or ``draft_tree("chain")``: one continuation.
+
+    A batch (a list of prompts, a (B > 1, T) tensor, or a tensor with its ``attention_mask``) is decoded in one
+    forward per draft position and one verify per step, each row with its own draft length and verdict
+    (:mod:`labkit.core.batch_decoding`; ``batch``: how ragged acceptance is handled, ``load``: a γ cap by batch
+    size) and returns a ``BatchResult``; one row of it takes the one-sequence path.
     """
-    input_ids = check_inputs(model, input_ids, max_new_tokens)
+    prompts = batch_prompts(model, input_ids, attention_mask, max_new_tokens) \
+        if is_batch(input_ids, attention_mask) else None
+    if prompts is not None and len(prompts) == 1:
+        input_ids = torch.tensor(prompts)
+    input_ids = check_inputs(model, input_ids, max_new_tokens) if prompts is None or len(prompts) == 1 else None
     if drafter is None:
         drafter = make_drafter(model, skip=skip, draft_model=draft_model, lookup=lookup, draft_weights=draft_weights,
                                draft_head=draft_head, tree=tree)
@@ -160,21 +193,30 @@ def speculative_generate(model, input_ids, *, skip: SkipSet | SkipStrategy | Non
           or tree is not None):
         raise ValueError("give a drafter or skip / draft_model / lookup / draft_weights / draft_head / tree, not both")
     policy = _check_policy(policy)
+    warp, eos = Warp(do_sample, temperature, top_k, top_p), eos_set(model, eos_token_id)
+    if prompts is not None and len(prompts) > 1:
+        return batched_speculative(model, prompts, drafter, policy, max_new_tokens, warp, eos, generator, batch, load)
+    state = DecodingState(model, new_cache(model), input_ids[0].tolist(), input_ids.shape[1], warp, eos, generator)
+    result = _decode_one(state, input_ids, drafter, policy, max_new_tokens, record_trace)
+    return as_batch_result(result) if prompts is not None else result
+
+
+def _decode_one(state: DecodingState, input_ids: torch.Tensor, drafter: Drafter, policy: DraftPolicy,
+                max_new_tokens: int, record_trace: bool) -> GenerationResult:
+    """The one-sequence loop: prefill, then steps until EOS or the budget."""
     policy.begin()
-    state = DecodingState(model, new_cache(model), input_ids[0].tolist(), input_ids.shape[1],
-                          Warp(do_sample, temperature, top_k, top_p), eos_set(model, eos_token_id), generator)
-    trace = Trace(prompt_length=state.prompt_length, sampling=do_sample)
+    trace = Trace(prompt_length=state.prompt_length, sampling=state.warp.do_sample)
     t_start = clock()
     if state.prompt_length > 1 and max_new_tokens > 0:                   # everything but the pending token
         keep = 0 if drafter.reads_prompt_logits else 1                   # a drafter may learn from every row
-        logits = forward_tokens(model, input_ids[:, :-1], 0, state.cache, logits_to_keep=keep)
+        logits = forward_tokens(state.model, input_ids[:, :-1], 0, state.cache, logits_to_keep=keep)
         drafter.prepare(state, input_ids[:, :-1])
         if drafter.reads_prompt_logits:
             drafter.read_prompt_logits(state, logits)
     trace.prefill_s = clock() - t_start
     while state.n_emitted < max_new_tokens:
         budget = min(policy.max_draft, max_new_tokens - state.n_emitted - 1)
-        step = speculative_step(state, drafter, policy, budget, keep_p=record_trace or do_sample)
+        step = speculative_step(state, drafter, policy, budget, keep_p=record_trace or state.warp.do_sample)
         if record_trace:
             trace.steps.append(step)
         if state.tokens[-1] in state.eos:
@@ -182,3 +224,12 @@ def speculative_generate(model, input_ids, *, skip: SkipSet | SkipStrategy | Non
     trace.total_s = clock() - t_start
     return GenerationResult(torch.tensor([state.tokens], device=input_ids.device), trace if record_trace else None,
                             state.prompt_length, trace.total_s)
+
+
+def as_batch_result(result: GenerationResult) -> BatchResult:
+    """A batch of one, decoded by the one-sequence path, in a batch's result."""
+    trace = result.trace if isinstance(result.trace, Trace) else None
+    return BatchResult([result.sequences.cpu()], [result.prompt_length], result.elapsed_s,
+                       drafted=[sum(len(s.drafted) for s in trace.steps)] if trace else [0],
+                       accepted=[sum(s.n_accepted for s in trace.steps)] if trace else [0],
+                       steps=[len(trace.steps)] if trace else [0])

@@ -14,7 +14,7 @@ from .architectures import check_supported
 from .checks import check_int
 from .devices import model_device
 
-__all__ = ["forward_tokens", "model_output", "cache_argument", "check_inputs", "eos_set"]
+__all__ = ["forward_tokens", "model_output", "cache_argument", "check_inputs", "check_custom_mask", "eos_set"]
 
 
 def cache_argument(model, cache) -> dict:
@@ -67,7 +67,8 @@ def check_inputs(model, input_ids, max_new_tokens) -> torch.LongTensor:
     if input_ids.dim() != 2:
         raise ValueError(f"input_ids must have shape (1, T), got {tuple(input_ids.shape)}")
     if input_ids.shape[0] != 1:
-        raise ValueError(f"input_ids has batch size {input_ids.shape[0]}; labkit decodes batch size 1 only")
+        raise ValueError(f"input_ids has batch size {input_ids.shape[0]}; this decoder reads one sequence "
+                         f"(autoregressive_generate and speculative_generate also take a batch)")
     if input_ids.shape[1] == 0:
         raise ValueError("input_ids is empty: the prompt needs at least one token")
     check_int("max_new_tokens", max_new_tokens, 0)
@@ -81,6 +82,20 @@ def check_inputs(model, input_ids, max_new_tokens) -> torch.LongTensor:
             f"context of {limit} positions"
         )
     return input_ids.long().to(model_device(model))
+
+
+def check_custom_mask(model, length: int, what: str) -> None:
+    """``what`` (a tree draft, a batch) passes its own 4D attention mask over ``length`` cache positions: that needs
+    eager or sdpa attention, and a sliding-window cache that has not dropped positions yet (a window larger than
+    ``length``); a ValueError naming the limit otherwise."""
+    implementation = getattr(model.config, "_attn_implementation", "sdpa")
+    if implementation not in ("sdpa", "eager"):
+        raise ValueError(f"{what} needs attn_implementation 'sdpa' or 'eager' (a custom attention mask); the model "
+                         f"uses {implementation!r}")
+    window = getattr(model.config, "sliding_window", None)
+    if window is not None and length > window - 1:
+        raise ValueError(f"{what} over {length} positions exceeds the model's sliding window of {window}: the "
+                         f"window's cache would drop positions its attention mask needs")
 
 
 def eos_set(model, eos_token_id) -> frozenset[int]:

@@ -28,7 +28,7 @@ import torch
 
 from .cache import crop_to
 from .devices import model_device
-from .forward import cache_argument
+from .forward import cache_argument, check_custom_mask
 from .sampling import residual_distribution, sample, uniform
 
 __all__ = ["depths", "ancestry", "children", "tree_mask", "tree_forward", "tree_verify_forward",
@@ -75,14 +75,7 @@ def tree_mask(visible: torch.Tensor, n_prefix: int, dtype: torch.dtype) -> torch
 def check_tree_fits(model, length: int) -> None:
     """A tree mask is a custom 4D mask: it needs eager or sdpa attention, and a sliding-window cache that has not
     dropped positions yet (a Gemma2 or Mistral window larger than the sequence)."""
-    implementation = getattr(model.config, "_attn_implementation", "sdpa")
-    if implementation not in ("sdpa", "eager"):
-        raise ValueError(f"tree drafts need attn_implementation 'sdpa' or 'eager' (a custom attention mask); "
-                         f"the model uses {implementation!r}")
-    window = getattr(model.config, "sliding_window", None)
-    if window is not None and length > window - 1:
-        raise ValueError(f"a tree draft over {length} positions exceeds the model's sliding window of {window}: "
-                         f"the window's cache has dropped positions the tree mask would need")
+    check_custom_mask(model, length, "a tree draft")
 
 
 def tree_forward(model, cache, tokens: list[int], positions: list[int], visible: torch.Tensor,

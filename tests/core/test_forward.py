@@ -17,9 +17,9 @@ def model():
 
 @pytest.mark.parametrize("ids, error, words", [
     (torch.zeros((1, 0), dtype=torch.long), ValueError, "empty"),
-    (torch.tensor([[1, 2], [3, 4]]), ValueError, "batch size 2"),
+    (torch.ones((1, 1, 2), dtype=torch.long), ValueError, "must have shape"),    # (B, T) is a batch: decoded
     (torch.tensor([[1.0, 2.0]]), TypeError, "integer token ids"),
-    ([[1, 2]], TypeError, "LongTensor"),
+    ([1, 2], TypeError, "LongTensor"),                                          # a list holds prompts
     (torch.tensor([[1, 200]]), ValueError, "vocabulary"),
     (torch.ones((1, 130), dtype=torch.long), ValueError, "context"),
 ])
