@@ -34,7 +34,7 @@ from .core import (
                    speculative_generate,
 )
 from .core.cascade import cascade
-from .measure.strategies import skip_strategy
+from .measure.strategy_inputs import skip_strategy
 
 # `python -m labkit.bench` and the other older command forms: labkit/_aliases/<name>.py is the module labkit.<name>
 # (each forwards to `python -m labkit <command>`, labkit/cli.py; docs/architecture.md, "command line").

@@ -35,7 +35,7 @@ def load(target: str) -> Callable:
 def robustness_main(argv: Sequence[str] | None = None) -> Path:
     """Measure how well a model tolerates skipping, then refresh its model card (a lab-trained model's card shows
     the robustness table, so the two never disagree)."""
-    path = load("labkit.measure.robustness:main")(None if argv is None else list(argv))
+    path = load("labkit.measure.comparisons.robustness:main")(None if argv is None else list(argv))
     if (path.parent / "training.json").exists():
         load("labkit.training.modelcard:write_model_card")(path.parent)
     return path
@@ -58,17 +58,18 @@ COMMANDS: tuple[Command, ...] = (
     Command("train-heads", "labkit.training.medusa:main", "fit Medusa heads (multi-token drafts) for a model"),
     Command("robustness", "labkit.cli:robustness_main",
             "how well a model tolerates skipping; refreshes its model card"),
-    Command("costmodel", "labkit.measure.costmodel:main", "this machine's forward costs of a model (c, c_v)"),
-    Command("calibrate", "labkit.measure.calibration:main",
+    Command("costmodel", "labkit.measure.costs.costmodel:main", "this machine's forward costs of a model (c, c_v)"),
+    Command("calibrate", "labkit.measure.costs.calibration:main",
             "predict the speedup self-drafting reaches on this machine and model, then measure it"),
     Command("search", "labkit.search.__main__:main",
             "Bayesian optimisation of the draft (run, final, export, compare, rank, check)"),
-    Command("grid", "labkit.measure.grid:main",
+    Command("grid", "labkit.measure.grid.run:main",
             "measure the playground's precomputed grid (data/playground/<model>.json)", ("playground",)),
-    Command("bench", "labkit.measure.bench:main", "the side-by-side benchmark of every method on this machine"),
-    Command("device-bench", "labkit.measure.device_bench:main",
+    Command("bench", "labkit.measure.bench.run:main", "the side-by-side benchmark of every method on this machine"),
+    Command("device-bench", "labkit.measure.bench.device:main",
             "lossless checks, a benchmark and the calibration on a GPU (or any device): data/bench/device/"),
-    Command("stop-signal", "labkit.measure.stop_signal:main", "which draft signal predicts rejection while sampling",
+    Command("stop-signal", "labkit.measure.signals.stop_signal:main",
+            "which draft signal predicts rejection while sampling",
             ("stop_signal",)),
     Command("notebooks", "labkit.lessons.notebook:main", "execute every notebook (html: and export HTML to build/)"),
 )

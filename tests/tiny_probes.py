@@ -3,8 +3,8 @@ measurement (tests/measure/test_robustness_and_speed.py) and of its figures (tes
 import pytest
 
 from labkit.measure.agreement import AgreementProbe
-from labkit.measure.costmodel import CostModel
-from labkit.measure.robustness import greedy_elimination
+from labkit.measure.comparisons.robustness import greedy_elimination
+from labkit.measure.costs.costmodel import CostModel
 
 from tiny_models import ToyTokenizer, tiny_model
 

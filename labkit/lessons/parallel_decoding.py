@@ -23,7 +23,8 @@ def _tokens_per_forward_phrase(tpf: float) -> str:
 
 def forwards_sentence(frame, vanilla: str = "jacobi, pad", speculative: str = "self-speculative") -> str:
     """How many full-model forwards per token vanilla Jacobi needed, the best parallel (Jacobi / Gauss-Seidel)
-    variant, and self-speculative decoding; ``frame`` from :func:`labkit.measure.parallel.compare_decoders`."""
+    variant, and self-speculative decoding; ``frame`` from
+    :func:`labkit.measure.comparisons.parallel.compare_decoders`."""
     v = frame.loc[vanilla]
     text = (f"Vanilla Jacobi ({vanilla}) needed {v.forwards_per_token:.3f} forwards of the full model per token, i.e. "
             f"{v.tokens_per_forward:.2f} tokens per forward: {_tokens_per_forward_phrase(v.tokens_per_forward)}.")
@@ -67,7 +68,7 @@ def speed_sentence(frame, reference: str | None = None) -> str:
 
 def why_sentence(stats: dict, label: str = "vanilla Jacobi") -> str:
     """Why vanilla Jacobi barely beats one token per forward, in the numbers of
-    :func:`labkit.measure.parallel.jacobi_statistics`."""
+    :func:`labkit.measure.comparisons.parallel.jacobi_statistics`."""
     share, right = stats["one_token_share"], stats["guess_right_rate"]
     verdict = ("so nearly every iteration fixed only the one token that needs no guess" if share >= 0.8 else
                "so many iterations fixed more than the one token that needs no guess")

@@ -3,7 +3,7 @@ and every sentence the notebook writes from its numbers: what a wider verify cos
 shape won on each prompt source, and why a tree helps where the draft is unsure and costs where it is sure.
 
 Rows are the harness's (:mod:`labkit.measure.harness`) with ``source`` and ``nodes_per_verify`` added
-(:func:`labkit.measure.tree_costs.compare_shapes`). A row is faster or slower than another only when their min–max
+(:func:`labkit.measure.costs.tree_costs.compare_shapes`). A row is faster or slower than another only when their min–max
 speedup ranges over the interleaved repetitions do not overlap; otherwise the sentence says "within the noise".
 Notation (docs/notation.md): c the draft cost and c_v the verify cost, both in plain decoding steps; tokens per
 step A + 1.
@@ -157,7 +157,7 @@ def cheap_up_to(rows: list[dict], cheap: float = 1.5) -> int | None:
 
 def width_sentence(rows: list[dict], cheap: float = 1.5) -> str:
     """What one verify forward over t_0 + N nodes costs, in plain decoding steps, from
-    :func:`labkit.measure.tree_costs.verify_width_costs`' rows: where c_v stops being cheap and the slope."""
+    :func:`labkit.measure.costs.tree_costs.verify_width_costs`' rows: where c_v stops being cheap and the slope."""
     rows = sorted(rows, key=lambda r: r["nodes"])
     first, last = rows[0], rows[-1]
     span = (f"from c_v = {first['c_v']:.2f} ({first['c_v_min']:.2f}–{first['c_v_max']:.2f}) at N = {first['nodes']} "

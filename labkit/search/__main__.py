@@ -27,7 +27,7 @@ from ..artifacts.paths import SEARCH_DIR
 from ..artifacts.results import BUCKET_WIDTH, ratio_buckets
 from ..core.draft_config import DraftConfig
 from ..core.skip import SkipSet
-from ..measure.costmodel import CostModel
+from ..measure.costs.costmodel import CostModel
 from .compare import check_modelled_against_measured, compare_samplers, rank_agreement
 from .export import export_results
 from .final import FinalConfig, final_check

@@ -4,14 +4,14 @@ import pytest
 import torch
 
 from labkit.artifacts.paths import MODELS_DIR
-from labkit.measure import bench
+from labkit.measure.bench import run as bench
 
 from tiny_models import tiny_model
 
 
 @pytest.fixture(scope="module")
 def target(tmp_path_factory):
-    """A tiny random Llama with the shipped tokenizer, saved as a folder (as tests/measure/test_bench.py's)."""
+    """A tiny random Llama with the shipped tokenizer, saved as a folder (as tests/measure/bench/test_run.py's)."""
     from transformers import AutoTokenizer
 
     folder = tmp_path_factory.mktemp("bench-precision") / "target"

@@ -7,9 +7,9 @@ import torch
 from labkit import SkipSet, skipping
 from labkit.core.policies import FixedK
 from labkit.measure import agreement as agr
-from labkit.measure import speed as spd
-from labkit.measure.analytic import predict
-from labkit.measure.costmodel import tied_cost_model
+from labkit.measure.comparisons import speed as spd
+from labkit.measure.costs.analytic import predict
+from labkit.measure.costs.costmodel import tied_cost_model
 from labkit.viz import agreement as agrv
 from labkit.viz import costs as costv
 
@@ -136,7 +136,7 @@ def test_measure_speedup_is_identical_to_plain(tiny):
 
 
 def test_robustness_report_on_outside_prompts(tmp_path):
-    from labkit.measure.robustness import robustness_report
+    from labkit.measure.comparisons.robustness import robustness_report
 
     from tiny_models import save_tiny_model_folder
 

@@ -5,9 +5,9 @@ import pytest
 
 from labkit import SkipSet
 from labkit.measure import agreement as agr
-from labkit.measure import analytic as ana
 from labkit.measure.agreement import AgreementProbe
-from labkit.measure.costmodel import measure_cost_model
+from labkit.measure.costs import analytic as ana
+from labkit.measure.costs.costmodel import measure_cost_model
 from labkit.viz import agreement as agrv
 from labkit.viz import costs as costv
 from labkit.viz.style import PALETTE
