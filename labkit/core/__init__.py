@@ -9,7 +9,7 @@ is: ``draft`` (a chain or a tree); how a tree grows and is verified: ``tree_shap
 ``drafters``, ``early_exit``, ``medusa`` (multi-token heads), ``cascade`` (a draft drafted by cheaper drafts;
 ``labkit.cascade``). How the target verifies: ``verify``. What a step is
 worth: ``expectation``. The loop: ``decoding``; what it recorded: ``trace``. Another way to decode in parallel:
-``jacobi``."""
+``jacobi``, and what it recorded: ``jacobi_trace``."""
 from .architectures import SUPPORTED_ARCHITECTURES, check_supported
 from .cache import crop_to, new_cache
 from .cascade import CascadeDrafter
@@ -21,12 +21,13 @@ from .early_exit import EarlyExitDrafter
 from .forward import forward_tokens
 from .gate import TargetConfidenceGate
 from .jacobi import jacobi_generate
+from .jacobi_trace import JacobiIteration, JacobiTrace
 from .medusa import HeadsDrafter, MedusaHeads
 from .policies import AdaptiveThreshold, DraftPolicy, FixedK, StaticThreshold
 from .sampling import Warp
 from .skip import SkipSet, format_skip_set, parse_skip_set, skipping
 from .strategies import InContextStrategy, KnapsackStrategy, OnTheFlyStrategy, SkipStrategy, StaticStrategy
-from .trace import JacobiIteration, JacobiTrace, StepRecord, Trace
+from .trace import StepRecord, Trace
 from .tree_shapes import draft_tree
 
 __all__ = [

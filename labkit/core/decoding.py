@@ -21,12 +21,13 @@ from .devices import clock
 from .draft_head import DraftHead
 from .drafters import Draft, Drafter, make_drafter
 from .forward import check_inputs, eos_set, forward_tokens
+from .jacobi_trace import JacobiTrace
 from .policies import AdaptiveThreshold, DraftPolicy
 from .sampling import Warp, sample
 from .skip import SkipSet
 from .state import DecodingState
 from .strategies import SkipStrategy
-from .trace import JacobiTrace, StepRecord, Trace
+from .trace import StepRecord, Trace
 from .tree_shapes import TreeShape
 from .verify import accept, full_forward, verify
 
