@@ -97,8 +97,9 @@ def _check_policy(policy) -> DraftPolicy:
 
 
 def speculative_step(state: DecodingState, drafter: Drafter, policy: DraftPolicy, budget: int,
-                     keep_p: bool) -> StepRecord:
-    """One draft -> verify -> accept step with at most ``budget`` drafted tokens; returns its record.
+                     record: bool = True) -> StepRecord:
+    """One draft -> verify -> accept step with at most ``budget`` drafted tokens; returns its record (with
+    ``record``, the target's p of each drafted token too: read from the drafted rows only, never a full softmax).
 
     Phases timed for the record: drafting (less the drafter's choosing, ``draft.select_s``), verifying (the
     forward, the verdict, accepting, the policy's update) and the drafter's own bookkeeping (choosing before the
@@ -108,7 +109,7 @@ def speculative_step(state: DecodingState, drafter: Drafter, policy: DraftPolicy
     draft = drafter.draft(state, budget, policy) if budget > 0 else Draft()
     t1 = clock()
     logits, hidden_states = (draft.forward or full_forward)(state, draft)
-    verdict = verify(state, logits, draft, keep_p=keep_p, hidden_states=hidden_states)
+    verdict = verify(state, logits, draft, hidden_states=hidden_states)
     new, kind = accept(state, draft, verdict)
     t2 = clock()
     drafter.commit(state, draft, verdict)
@@ -118,7 +119,7 @@ def speculative_step(state: DecodingState, drafter: Drafter, policy: DraftPolicy
     policy.observe_target(verdict.target_confidence)
     t4 = clock()
     rows = [parent + 1 for parent in draft.parents]          # the row of p each node's token was judged at
-    p_drafted = verdict.p[rows, draft.tokens].tolist() if verdict.p is not None and draft.tokens else []
+    p_drafted = verdict.p_of(rows, draft.tokens) if record else []
     return StepRecord(
         position=verdict.start, drafted=draft.tokens, q=draft.q, confidence=draft.confidence, p=p_drafted,
         n_accepted=verdict.n_accepted, next_token=verdict.next_token if kind != "none" else -1, next_kind=kind,
@@ -171,7 +172,7 @@ def speculative_generate(model, input_ids, *, skip: SkipSet | SkipStrategy | Non
     trace.prefill_s = clock() - t_start
     while state.n_emitted < max_new_tokens:
         budget = min(policy.max_draft, max_new_tokens - state.n_emitted - 1)
-        step = speculative_step(state, drafter, policy, budget, keep_p=record_trace or do_sample)
+        step = speculative_step(state, drafter, policy, budget, record=record_trace)
         if record_trace:
             trace.steps.append(step)
         if state.tokens[-1] in state.eos:
