@@ -1,10 +1,8 @@
-"""What an acceptance pattern buys: the analytic speedup of speculative decoding.
+"""What an acceptance pattern buys: the analytic speedup of speculative decoding, applied to costs and traces.
 
-Notation: α is the per-token acceptance probability, γ the number of tokens drafted per step, c the
-cost of one drafted token and c_v the cost of one verify step, both relative to one plain decoding step.
-With i.i.d. acceptance (Leviathan et al. 2023) a step emits E = (1 - α^(γ+1)) / (1 - α) tokens on average
-(γ + 1 at α = 1, 1 at α = 0) and the speedup is E / (γ c + 1). From a trace with a variable draft length,
-speedup = (A + 1) / (d c + c_v), A = mean accepted and d = mean drafted per step.
+The two formulas live in :mod:`labkit.core.expectation` (E(α, γ) and (A + 1) / (d c + c_v)); this module checks
+its inputs as the notebooks give them and applies them: with i.i.d. acceptance and verify = one plain step the
+speedup is E / (γ c + 1) (Leviathan et al. 2023); from a trace, A and d are its mean accepted and drafted per step.
 
 The modelled cost per generated token of a skip set z (the ``modelled`` objective of the search) is
 f(z) = (γ draft_ms(z) + verify_ms[γ]) / E(α(z), γ), with γ the integer in 1..max_draft that minimises it
@@ -12,11 +10,11 @@ f(z) = (γ draft_ms(z) + verify_ms[γ]) / E(α(z), γ), with γ the integer in 1
 """
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from ...core.checks import check_int, check_number, check_probability
+from ...core.expectation import expected_tokens, speedup_limit
 from ...core.policies import DraftPolicy, FixedK
 from ...core.skip import SkipSet
 from .costmodel import CostModel
@@ -37,28 +35,23 @@ def _check_gamma(gamma: float) -> float:
 
 
 def expected_tokens_per_step(alpha: float, gamma: float) -> float:
-    """E = (1 - alpha^(gamma+1)) / (1 - alpha): gamma + 1 at alpha = 1, 1 at alpha = 0 or gamma = 0."""
-    alpha, gamma = _check_alpha(alpha), _check_gamma(gamma)
-    if alpha == 1.0:
-        return gamma + 1.0
-    if alpha == 0.0:
-        return 1.0
-    # -expm1((g+1) log a) / -log1p(-(1-a)) form keeps precision for alpha close to 1
-    return -math.expm1((gamma + 1.0) * math.log(alpha)) / (1.0 - alpha)
+    """E(α, γ) (:func:`~labkit.core.expectation.expected_tokens`) of a checked α in [0, 1] and γ >= 0."""
+    return expected_tokens(_check_alpha(alpha), _check_gamma(gamma))
 
 
 def speedup(alpha: float, gamma: float, c: float) -> float:
-    """Leviathan et al.'s expected walltime improvement E / (gamma c + 1) (verify = one full step)."""
+    """Leviathan et al.'s expected walltime improvement E / (γ c + 1): the speedup limit with A = E - 1, d = γ and
+    verify = one full step (c_v = 1)."""
     if c < 0:
         raise ValueError(f"c must be >= 0, got {c!r}")
-    return expected_tokens_per_step(alpha, gamma) / (_check_gamma(gamma) * c + 1.0)
+    return speedup_limit(expected_tokens_per_step(alpha, gamma) - 1.0, _check_gamma(gamma), c, 1.0)
 
 
 def trace_speedup(mean_accepted: float, mean_drafted: float, c: float, c_v: float) -> float:
-    """(A + 1) / (d c + c_v): speedup over plain decoding with variable draft lengths."""
+    """(A + 1) / (d c + c_v) (:func:`~labkit.core.expectation.speedup_limit`) of checked trace means and costs."""
     if min(mean_accepted, mean_drafted, c) < 0 or c_v <= 0:
         raise ValueError("mean_accepted, mean_drafted, c must be >= 0 and c_v > 0")
-    return (mean_accepted + 1.0) / (mean_drafted * c + c_v)
+    return speedup_limit(mean_accepted, mean_drafted, c, c_v)
 
 
 def trace_limit(trace, full_step_ms: float, *, cost_model: CostModel | None = None,
