@@ -45,37 +45,62 @@ def _policy_label(policy: str, threshold) -> str:
     return f"{policy}, no gate" if threshold is None else f"{policy}, gate {threshold:g}"
 
 
+def _check_thresholds(thresholds) -> None:
+    for t in thresholds:
+        if not 0.0 <= t <= 1.0:
+            raise ValueError(f"gate thresholds must be in [0, 1], got {t!r}")
+
+
+def _plain_arm(model) -> tuple:
+    return (Decoder(Method("plain", "plain", family="baseline"), lambda ids, n: autoregressive_generate(model, ids, n)),
+            {}, None)
+
+
+def _spec(model, make_drafter: Callable[[], Drafter], policy: DraftPolicy):
+    return lambda ids, n: speculative_generate(model, ids, drafter=make_drafter(), policy=policy, max_new_tokens=n)
+
+
+def _per_prompt_set(tokenizer, prompt_sets: dict[str, list[str]], arms_for: Callable[[list], list], *, label: str,
+                    max_new_tokens: int, repeats: int, progress: bool) -> GateSweep:
+    """What :func:`gate_sweep` and :func:`gate_control` share: for each prompt set the arms ``arms_for(prompt ids)``
+    gives ([(decoder, its columns, the signal's policy label or None)], the plain loop first) run interleaved, one row
+    per arm but the plain one (the harness's columns, then ``prompts``, the arm's columns and the plain loop's ms per
+    token), and the steps of each arm with a signal label as :func:`gate_signal` gives them."""
+    rows, signals = [], []
+    for set_name, texts in prompt_sets.items():
+        prompt_ids = [tokenizer(t, return_tensors="pt")["input_ids"] for t in texts]
+        arms = arms_for(prompt_ids)
+        runs = run_interleaved([a[0] for a in arms], prompt_ids, max_new_tokens=max_new_tokens, repeats=repeats,
+                               warmup_tokens=4, desc=f"{label}: {set_name}", progress=progress)
+        summary = summarise(runs)
+        for (d, columns, signal_policy), row in zip(arms[1:], summary[1:]):
+            rows.append({**row, "prompts": set_name, **columns, "plain_ms_per_token": summary[0]["ms_per_token"]})
+            if signal_policy is not None:
+                signal = gate_signal([r.result for rep in runs.records[d.method] for r in rep])
+                signals.append(signal.assign(prompts=set_name, policy=signal_policy))
+    return GateSweep(pd.DataFrame(rows), pd.concat(signals, ignore_index=True))
+
+
 def gate_sweep(model, tokenizer, prompt_sets: dict[str, list[str]], make_drafter: Callable[[], Drafter], *,
                thresholds=(0.2, 0.4, 0.6, 0.8), policies: dict[str, Callable[[], DraftPolicy]] | None = None,
                max_new_tokens: int = 64, repeats: int = 2, progress: bool = True) -> GateSweep:
     """Speedup (vs plain, same prompts, interleaved), acceptance, tokens per step and gated fraction for
     every prompt set x policy x gate threshold (and no gate)."""
     policies = policies or {"adaptive draft exit": AdaptiveThreshold, "fixed 4": lambda: FixedK(4)}
-    for t in thresholds:
-        if not 0.0 <= t <= 1.0:
-            raise ValueError(f"gate thresholds must be in [0, 1], got {t!r}")
-    rows, signals = [], []
-    for set_name, texts in prompt_sets.items():
-        prompt_ids = [tokenizer(t, return_tensors="pt")["input_ids"] for t in texts]
-        decoders = [Decoder(Method("plain", "plain", family="baseline"),
-                            lambda ids, n: autoregressive_generate(model, ids, n))]
+    _check_thresholds(thresholds)
+
+    def arms(prompt_ids) -> list:
+        out = [_plain_arm(model)]
         for pname, make_policy in policies.items():
             for t in (None, *thresholds):
                 policy = make_policy() if t is None else TargetConfidenceGate(make_policy(), t)
-                decoders.append(Decoder(Method("self-spec", _policy_label(pname, t), policy=pname, gate=t),
-                                        lambda ids, n, p=policy: speculative_generate(
-                                            model, ids, drafter=make_drafter(), policy=p, max_new_tokens=n)))
-        runs = run_interleaved(decoders, prompt_ids, max_new_tokens=max_new_tokens, repeats=repeats, warmup_tokens=4,
-                               desc=f"gate sweep: {set_name}", progress=progress)
-        summary = summarise(runs)
-        for d, row in zip(decoders[1:], summary[1:]):
-            t = d.method.gate
-            rows.append({**row, "prompts": set_name, "threshold": np.nan if t is None else t,
-                         "plain_ms_per_token": summary[0]["ms_per_token"]})
-            if t is None:
-                signal = gate_signal([r.result for rep in runs.records[d.method] for r in rep])
-                signals.append(signal.assign(prompts=set_name, policy=d.method.policy))
-    return GateSweep(pd.DataFrame(rows), pd.concat(signals, ignore_index=True))
+                out.append((Decoder(Method("self-spec", _policy_label(pname, t), policy=pname, gate=t),
+                                    _spec(model, make_drafter, policy)),
+                            {"threshold": np.nan if t is None else t}, pname if t is None else None))
+        return out
+
+    return _per_prompt_set(tokenizer, prompt_sets, arms, label="gate sweep", max_new_tokens=max_new_tokens,
+                           repeats=repeats, progress=progress)
 
 
 def gate_signal(results: list[GenerationResult]) -> pd.DataFrame:
@@ -155,22 +180,23 @@ def measured_gated_fraction(model, prompt_ids, make_drafter: Callable[[], Drafte
     return gated / chances if chances else 0.0
 
 
-def _control_decoders(model, prompt_ids, make_drafter, make_policy, thresholds, max_new_tokens, seed):
-    """[(decoder, arm, threshold, control's fraction)]: plain, no gate, and per threshold the gate and its random
-    control (at the gate's measured gated fraction)."""
-    def spec(policy):
-        return lambda ids, n, p=policy: speculative_generate(model, ids, drafter=make_drafter(), policy=p,
-                                                            max_new_tokens=n)
+def _control_arms(model, prompt_ids, make_drafter, make_policy, thresholds, max_new_tokens, seed) -> list:
+    """Plain, no gate, and per threshold the gate and its random control (at the gate's measured gated fraction),
+    as :func:`_per_prompt_set` takes them."""
+    def arm(name: str, t, f) -> dict:
+        return {"arm": name, "policy": "draft policy", "threshold": np.nan if t is None else t, "target_fraction": f}
 
-    arms = [(Decoder(Method("plain", "plain", family="baseline"),
-                     lambda ids, n: autoregressive_generate(model, ids, n)), "plain", None, np.nan),
-            (Decoder(Method("self-spec", "no gate", policy="no gate"), spec(make_policy())), "no gate", None, np.nan)]
+    arms = [_plain_arm(model),
+            (Decoder(Method("self-spec", "no gate", policy="no gate"), _spec(model, make_drafter, make_policy())),
+             arm("no gate", None, np.nan), "draft policy")]
     for t in thresholds:
         f = measured_gated_fraction(model, prompt_ids, make_drafter, make_policy, t, max_new_tokens)
         arms.append((Decoder(Method("self-spec", f"gate {t:g}", policy="gate", gate=t),
-                             spec(TargetConfidenceGate(make_policy(), t))), "gate", t, np.nan))
+                             _spec(model, make_drafter, TargetConfidenceGate(make_policy(), t))),
+                     arm("gate", t, np.nan), None))
         arms.append((Decoder(Method("self-spec", f"random control {t:g}", policy="random control", gate=t),
-                             spec(RandomGate(make_policy(), f, seed=seed))), "random control", t, f))
+                             _spec(model, make_drafter, RandomGate(make_policy(), f, seed=seed))),
+                     arm("random control", t, f), None))
     return arms
 
 
@@ -182,21 +208,8 @@ def gate_control(model, tokenizer, prompt_sets: dict[str, list[str]], make_draft
     protocol). One row per (prompt set, arm, threshold) with the harness's columns (speedup and its min-max over
     repetitions, acceptance, gated fraction, ...); ``arm`` is 'no gate', 'gate' or 'random control', ``target
     fraction`` the control's probability. ``signal``: the ungated runs' steps, as :func:`gate_signal` gives."""
-    for t in thresholds:
-        if not 0.0 <= t <= 1.0:
-            raise ValueError(f"gate thresholds must be in [0, 1], got {t!r}")
-    rows, signals = [], []
-    for set_name, texts in prompt_sets.items():
-        prompt_ids = [tokenizer(t, return_tensors="pt")["input_ids"] for t in texts]
-        arms = _control_decoders(model, prompt_ids, make_drafter, make_policy, thresholds, max_new_tokens, seed)
-        runs = run_interleaved([a[0] for a in arms], prompt_ids, max_new_tokens=max_new_tokens, repeats=repeats,
-                               warmup_tokens=4, desc=f"gate control: {set_name}", progress=progress)
-        summary = summarise(runs)
-        for (d, arm, t, f), row in zip(arms[1:], summary[1:]):
-            rows.append({**row, "prompts": set_name, "arm": arm, "policy": "draft policy",
-                         "threshold": np.nan if t is None else t, "target_fraction": f,
-                         "plain_ms_per_token": summary[0]["ms_per_token"]})
-            if arm == "no gate":
-                signal = gate_signal([r.result for rep in runs.records[d.method] for r in rep])
-                signals.append(signal.assign(prompts=set_name, policy="draft policy"))
-    return GateSweep(pd.DataFrame(rows), pd.concat(signals, ignore_index=True))
+    _check_thresholds(thresholds)
+    return _per_prompt_set(
+        tokenizer, prompt_sets,
+        lambda ids: _control_arms(model, ids, make_drafter, make_policy, thresholds, max_new_tokens, seed),
+        label="gate control", max_new_tokens=max_new_tokens, repeats=repeats, progress=progress)
