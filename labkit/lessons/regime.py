@@ -16,7 +16,7 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping, Sequence
 
-from ..measure.costs.roofline import best_limit, interpolate_cv
+from ..measure.costs.analytic import best_limit, interpolate_cv
 from ..viz.regime import limit_gamma_data, limit_gamma_figure
 from ..viz.widgets import as_widget, update_widget
 from .claims import is_missing, join, num

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 
 import plotly.graph_objects as go
 
-from ..measure.costs.roofline import best_limit
+from ..measure.costs.analytic import best_limit
 from .style import MODEL_COLORS, PALETTE
 
 __all__ = ["roofline_figure", "draft_cost_figure", "verify_cost_figure", "limit_by_alpha_figure", "limit_gamma_data",

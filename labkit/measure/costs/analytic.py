@@ -23,7 +23,8 @@ from .costmodel import CostModel
 UNIT = "ms per generated token"
 
 __all__ = ["UNIT", "expected_tokens_per_step", "speedup", "trace_speedup", "trace_limit", "Prediction", "predict",
-           "best_gamma", "predicted_ms_per_token", "predicted_cost_frame", "path_optima", "check_path"]
+           "best_gamma", "predicted_ms_per_token", "predicted_cost_frame", "path_optima", "check_path",
+           "interpolate_cv", "best_limit", "limit_curve"]
 
 
 def _check_alpha(alpha: float) -> float:
@@ -192,3 +193,43 @@ def path_optima(cost_model, paths: Mapping[str, Sequence]):
         rows.append(frame.loc[frame["ms_per_token"].idxmin()])
     columns = ["model", "n_skipped", "ratio", "alpha", "gamma", "tokens_per_step", "ms_per_token", "speedup", "skip"]
     return pd.DataFrame(rows)[columns].set_index("model")
+
+
+# -- what measured cost curves allow (rows of roofline.draft_cost_curve and verify_cost_curve) -----------------------
+def interpolate_cv(verify_rows: Sequence[dict], tokens: float) -> float:
+    """c_v at ``tokens`` read off a :func:`verify_cost_curve` (piecewise linear; the ends extended flat below and
+    along the last slope above)."""
+    pts = sorted((r["tokens"], r["c_v"]) for r in verify_rows)
+    if not pts:
+        raise ValueError("verify_rows is empty")
+    if tokens <= pts[0][0] or len(pts) == 1:
+        return pts[0][1]
+    for (t0, v0), (t1, v1) in zip(pts, pts[1:]):
+        if tokens <= t1:
+            return v0 + (v1 - v0) * (tokens - t0) / (t1 - t0)
+    (t0, v0), (t1, v1) = pts[-2], pts[-1]
+    return v1 + (v1 - v0) * (tokens - t1) / (t1 - t0)
+
+
+def best_limit(alpha: float, c: float, verify_rows: Sequence[dict], gammas: Sequence[int] = range(1, 9)) -> dict:
+    """The analytic limit E(α, γ) / (γ·c + c_v(γ + 1 tokens)) at the γ in ``gammas`` that maximises it:
+    {gamma, tokens_per_step, step_cost, limit}."""
+    best = None
+    for g in gammas:
+        E, cost = expected_tokens(alpha, g), g * c + interpolate_cv(verify_rows, g + 1)
+        if best is None or E / cost > best["limit"]:
+            best = {"gamma": int(g), "tokens_per_step": E, "step_cost": cost, "limit": E / cost}
+    return best
+
+
+def limit_curve(draft_rows: Sequence[dict], verify_rows: Sequence[dict], alphas: Sequence[float],
+                gammas: Sequence[int] = range(1, 9)) -> list[dict]:
+    """The analytic limit at each α for each measured draft cost (one row per (kept, α): ``label``, ``kept``,
+    ``alpha``, ``c``, ``gamma``, ``tokens_per_step``, ``step_cost``, ``limit``). The same α at every kept fraction
+    isolates what the costs do; in a real model α falls as fewer blocks are kept."""
+    rows = []
+    for r in draft_rows:
+        for a in alphas:
+            rows.append({"label": r["label"], "kept": r["kept"], "alpha": float(a), "c": r["c"],
+                         **best_limit(a, r["c"], verify_rows, gammas)})
+    return rows

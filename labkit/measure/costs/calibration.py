@@ -47,15 +47,8 @@ from ...core.skip import SkipSet, decoder_layers
 from ..agreement import AgreementProbe
 from ..harness import Decoder, Method, Stopwatch, frame, run_interleaved, summarise
 from ..machine import machine_info
-from .roofline import (
-    draft_cost_curve,
-    inner_for,
-    interpolate_cv,
-    prefill_cost,
-    uniform_layer_skip,
-    verify_cost_curve,
-    widened_model,
-)
+from .analytic import interpolate_cv
+from .roofline import draft_cost_curve, inner_for, prefill_cost, uniform_layer_skip, verify_cost_curve, widened_model
 
 __all__ = ["Calibration", "calibrate", "expected_run", "predict_speedup", "main"]
 

@@ -22,8 +22,8 @@ neither bytes nor FLOPs decide, and the fixed part of a forward (embedding, LM h
   T tokens behind a cache of ``context`` tokens; :func:`roofline_points` puts them together as rows (intensity,
   achieved GB/s and GFLOP/s).
 - :func:`draft_cost_curve`: c against the fraction of blocks kept (whole layers skipped, spread evenly:
-  :func:`uniform_layer_skip`); :func:`verify_cost_curve`: c_v against the tokens one verify forward reads;
-  :func:`limit_curve`: what they allow, the analytic limit E(α, γ) / (γ·c + c_v) at the best γ.
+  :func:`uniform_layer_skip`); :func:`verify_cost_curve`: c_v against the tokens one verify forward reads (what
+  they allow, the analytic limit at the best γ: :func:`labkit.measure.costs.analytic.limit_curve`).
 - :func:`widened_model`: a randomly initialised model of the same family, wider and deeper (random weights need no
   training to be timed: the bytes and FLOPs of a forward do not depend on their values).
 
@@ -49,15 +49,13 @@ from ...core.cache import crop_to, new_cache
 from ...core.checks import check_int, check_number, check_probability
 from ...core.devices import clock, device_name, model_device, model_dtype, resolve_dtype
 from ...core.draft_weights import draft_weights as build_draft_weights
-from ...core.expectation import expected_tokens
 from ...core.forward import forward_tokens
 from ...core.skip import SkipSet, decoder_layers, skipping
 from ..harness import interleaved_ms, ratio_spread
 
 __all__ = ["Ceiling", "measure_ceiling", "cache_bytes", "parameter_count", "weight_bytes", "block_budget",
            "time_blocks", "roofline_points", "CachedForwards", "inner_for", "uniform_layer_skip", "draft_cost_curve",
-           "verify_cost_curve", "prefill_cost", "interpolate_cv", "limit_curve", "best_limit", "widened_model",
-           "BLOCKS"]
+           "verify_cost_curve", "prefill_cost", "widened_model", "BLOCKS"]
 
 #: The two blocks of a decoder layer, as :class:`~labkit.core.skip.SkipSet` names them.
 BLOCKS = ("attention", "mlp")
@@ -395,46 +393,6 @@ def verify_cost_curve(model, tokens: Sequence[int] = (1, 2, 4, 8, 16, 32, 64), *
         c_v, lo, hi = ratio_spread(samples[t], plain, "fastest")
         rows.append({"tokens": t, "c_v": c_v, "c_v_min": lo, "c_v_max": hi,
                      "verify_ms": min(samples[t]), "plain_ms": min(plain)})
-    return rows
-
-
-# -- what they allow -------------------------------------------------------------------------------------------------
-def interpolate_cv(verify_rows: Sequence[dict], tokens: float) -> float:
-    """c_v at ``tokens`` read off a :func:`verify_cost_curve` (piecewise linear; the ends extended flat below and
-    along the last slope above)."""
-    pts = sorted((r["tokens"], r["c_v"]) for r in verify_rows)
-    if not pts:
-        raise ValueError("verify_rows is empty")
-    if tokens <= pts[0][0] or len(pts) == 1:
-        return pts[0][1]
-    for (t0, v0), (t1, v1) in zip(pts, pts[1:]):
-        if tokens <= t1:
-            return v0 + (v1 - v0) * (tokens - t0) / (t1 - t0)
-    (t0, v0), (t1, v1) = pts[-2], pts[-1]
-    return v1 + (v1 - v0) * (tokens - t1) / (t1 - t0)
-
-
-def best_limit(alpha: float, c: float, verify_rows: Sequence[dict], gammas: Sequence[int] = range(1, 9)) -> dict:
-    """The analytic limit E(α, γ) / (γ·c + c_v(γ + 1 tokens)) at the γ in ``gammas`` that maximises it:
-    {gamma, tokens_per_step, step_cost, limit}."""
-    best = None
-    for g in gammas:
-        E, cost = expected_tokens(alpha, g), g * c + interpolate_cv(verify_rows, g + 1)
-        if best is None or E / cost > best["limit"]:
-            best = {"gamma": int(g), "tokens_per_step": E, "step_cost": cost, "limit": E / cost}
-    return best
-
-
-def limit_curve(draft_rows: Sequence[dict], verify_rows: Sequence[dict], alphas: Sequence[float],
-                gammas: Sequence[int] = range(1, 9)) -> list[dict]:
-    """The analytic limit at each α for each measured draft cost (one row per (kept, α): ``label``, ``kept``,
-    ``alpha``, ``c``, ``gamma``, ``tokens_per_step``, ``step_cost``, ``limit``). The same α at every kept fraction
-    isolates what the costs do; in a real model α falls as fewer blocks are kept."""
-    rows = []
-    for r in draft_rows:
-        for a in alphas:
-            rows.append({"label": r["label"], "kept": r["kept"], "alpha": float(a), "c": r["c"],
-                         **best_limit(a, r["c"], verify_rows, gammas)})
     return rows
 
 

@@ -138,3 +138,17 @@ def test_trace_limit_sits_beside_the_measurement():
     expected = (s["mean_accepted_per_step"] + 1) / (s["drafted_per_step"] * 6 / 7 + modelled["c_v"])
     assert modelled["limit_speedup"] == pytest.approx(expected)
     assert modelled["free_draft_speedup"] >= modelled["limit_speedup"]
+
+
+def test_interpolate_cv_and_the_limit():
+    rows = [{"tokens": 1, "c_v": 1.0}, {"tokens": 3, "c_v": 1.2}, {"tokens": 9, "c_v": 2.4}]
+    assert ana.interpolate_cv(rows, 1) == 1.0 and ana.interpolate_cv(rows, 0) == 1.0
+    assert ana.interpolate_cv(rows, 2) == pytest.approx(1.1)
+    assert ana.interpolate_cv(rows, 5) == pytest.approx(1.6)
+    assert ana.interpolate_cv(rows, 12) == pytest.approx(3.0)                # the last slope, extended
+    best = ana.best_limit(0.0, 0.5, rows, range(1, 5))
+    assert best["gamma"] == 1 and best["limit"] == pytest.approx(1 / (0.5 + 1.1))
+    best = ana.best_limit(0.9, 0.2, rows, [2])
+    assert best["limit"] == pytest.approx((1 - 0.9 ** 3) / 0.1 / (0.4 + 1.2))
+    curve = ana.limit_curve([{"label": "kept 0.50", "kept": 0.5, "c": 0.5}], rows, [0.5, 0.9])
+    assert [r["alpha"] for r in curve] == [0.5, 0.9] and curve[1]["limit"] > curve[0]["limit"]

@@ -76,20 +76,6 @@ def test_inner_for_is_between_one_and_ten(model):
     assert 1 <= rl.inner_for(model, 8) <= 10
 
 
-def test_interpolate_cv_and_the_limit():
-    rows = [{"tokens": 1, "c_v": 1.0}, {"tokens": 3, "c_v": 1.2}, {"tokens": 9, "c_v": 2.4}]
-    assert rl.interpolate_cv(rows, 1) == 1.0 and rl.interpolate_cv(rows, 0) == 1.0
-    assert rl.interpolate_cv(rows, 2) == pytest.approx(1.1)
-    assert rl.interpolate_cv(rows, 5) == pytest.approx(1.6)
-    assert rl.interpolate_cv(rows, 12) == pytest.approx(3.0)                # the last slope, extended
-    best = rl.best_limit(0.0, 0.5, rows, range(1, 5))
-    assert best["gamma"] == 1 and best["limit"] == pytest.approx(1 / (0.5 + 1.1))
-    best = rl.best_limit(0.9, 0.2, rows, [2])
-    assert best["limit"] == pytest.approx((1 - 0.9 ** 3) / 0.1 / (0.4 + 1.2))
-    curve = rl.limit_curve([{"label": "kept 0.50", "kept": 0.5, "c": 0.5}], rows, [0.5, 0.9])
-    assert [r["alpha"] for r in curve] == [0.5, 0.9] and curve[1]["limit"] > curve[0]["limit"]
-
-
 def test_ceiling_roofs():
     c = rl.measure_ceiling(copy_mb=2, cache_copy_mb=0.5, matmul_n=64, repeats=2)
     assert c.bandwidth_gbs > 0 and c.cache_gbs > 0 and c.gflops > 0 and c.threads == torch.get_num_threads()
