@@ -44,7 +44,8 @@ def robustness_main(argv: Sequence[str] | None = None) -> Path:
 @dataclass(frozen=True)
 class Command:
     """One command: its name, the ``main(argv)`` that runs it (``"module:function"``), a one-line summary, and the
-    older names it answers to (``python -m labkit.<old name>`` runs it too)."""
+    older names it answers to (``python -m labkit.<old name>`` runs it too; its own name where model cards and
+    committed results record ``python -m labkit.<name>``; none for a command that never had another form)."""
     name: str
     target: str
     summary: str
@@ -52,12 +53,12 @@ class Command:
 
 
 COMMANDS: tuple[Command, ...] = (
-    Command("train", "labkit.training.loop:main", "train a lab model (data/models/<name>/, resumable)"),
+    Command("train", "labkit.training.loop:main", "train a lab model (data/models/<name>/, resumable)", ("train",)),
     Command("train-draft-head", "labkit.training.draft_head:main", "fit a draft head for a model's draft path",
             ("train_draft_head",)),
     Command("train-heads", "labkit.training.medusa:main", "fit Medusa heads (multi-token drafts) for a model"),
     Command("robustness", "labkit.cli:robustness_main",
-            "how well a model tolerates skipping; refreshes its model card"),
+            "how well a model tolerates skipping; refreshes its model card", ("robustness",)),
     Command("costmodel", "labkit.measure.costs.costmodel:main", "this machine's forward costs of a model (c, c_v)"),
     Command("calibrate", "labkit.measure.costs.calibration:main",
             "predict the speedup self-drafting reaches on this machine and model, then measure it"),
@@ -65,7 +66,8 @@ COMMANDS: tuple[Command, ...] = (
             "Bayesian optimisation of the draft (run, final, export, compare, rank, check)"),
     Command("grid", "labkit.measure.grid.run:main",
             "measure the playground's precomputed grid (data/playground/<model>.json)", ("playground",)),
-    Command("bench", "labkit.measure.bench.run:main", "the side-by-side benchmark of every method on this machine"),
+    Command("bench", "labkit.measure.bench.run:main", "the side-by-side benchmark of every method on this machine",
+            ("bench",)),
     Command("device-bench", "labkit.measure.bench.device:main",
             "lossless checks, a benchmark and the calibration on a GPU (or any device): data/bench/device/"),
     Command("stop-signal", "labkit.measure.signals.stop_signal:main",
@@ -92,7 +94,7 @@ def usage() -> str:
     lines = [f"usage: {PROG} <command> [args]", "",
              f"{PROG} <command> --help gives a command's own options. Commands:"]
     lines += [f"  {c.name:<{width}}{c.summary}" for c in COMMANDS]
-    old = sorted(f"{PROG}.{o}" for c in COMMANDS for o in (c.old_names or (c.name,)) if o.isidentifier())
+    old = sorted(f"{PROG}.{o}" for c in COMMANDS for o in c.old_names if o.isidentifier())
     lines += ["", "The older forms still work: " + ", ".join(old) + "."]
     return "\n".join(lines)
 
