@@ -3,6 +3,7 @@ import json
 import math
 
 import pytest
+import torch
 
 from labkit import SkipSet
 from labkit.artifacts.models import draft_head_folder, load_medusa_heads, medusa_heads_folder
@@ -122,10 +123,6 @@ def test_drafter_rows_on_long_prompts_are_the_plain_loops_tokens(tiny_folders):
     assert all(r["prompts"] == "stdlib-long" and r["identical"] is True for r in drafters)
 
 
-def test_committed_results_without_drafter_rows_still_read():
-    rows = (bench.load_results().get("strategies") or {}).get("rows", [])
-    assert isinstance(drafter_rows(rows), list) and isinstance(format_drafter_table(rows), str)
-
 
 def test_summary_arithmetic_per_model():
     import torch
@@ -152,14 +149,6 @@ def test_summary_arithmetic_per_model():
     assert math.isnan(rows["m: HF generate"]["acceptance"])                       # does not apply: NaN
 
 
-def test_committed_results_load_in_the_harness_vocabulary():
-    result = bench.load_results()
-    rows = result["greedy"] + result["sampling"] + (result["strategies"] or {}).get("rows", [])
-    assert rows and all("speedup" in r and "identical" in r and "speedup_vs_plain_loop" not in r for r in rows)
-    assert all(r["identical"] is True for r in result["greedy"])
-    assert all(v is not None for r in rows for v in r.values())
-    assert "vs loop" in bench.format_table(result["greedy"]).splitlines()[0]
-
 
 def test_jacobi_rows_are_greedy_rows_checked_against_the_plain_loop(tiny_folders, tmp_path):
     cfg = bench.BenchConfig.quick(models=(tiny_folders["target"],), draft_model="absent-draft", n_prompts=1,
@@ -174,16 +163,38 @@ def test_jacobi_rows_are_greedy_rows_checked_against_the_plain_loop(tiny_folders
     assert not bench.BenchConfig.quick().jacobi and bench.BenchConfig().jacobi       # on by default in full runs
 
 
-def test_jacobi_record_reads_iterations_as_steps():
-    import torch
 
-    from labkit import jacobi_generate
-    from labkit.measure.harness import record_of
+@pytest.fixture(scope="module")
+def target(tmp_path_factory):
+    """A tiny random Llama with the shipped tokenizer, saved as a folder (as tiny_folders')."""
+    from transformers import AutoTokenizer
 
-    model = tiny_model("llama", n_layers=2, vocab_size=97)
-    result = jacobi_generate(model, torch.tensor([[1, 2, 3]]), 15, block_size=5, init="repeat")
-    rec = record_of(result, 0.5, 3)
-    its = result.trace.iterations
-    assert rec.steps == len(its) and rec.n_new == 15
-    assert rec.accepted + rec.steps == 15                       # each iteration: confirmed guesses + 1 token
-    assert rec.drafted == sum(it.width - 1 for it in its)
+    folder = tmp_path_factory.mktemp("bench-precision") / "target"
+    tokenizer = AutoTokenizer.from_pretrained(MODELS_DIR / "default")
+    model = tiny_model("llama", n_layers=3, vocab_size=len(tokenizer), hidden_size=32, max_positions=512)
+    model.generation_config.pad_token_id = tokenizer.eos_token_id
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return str(folder)
+
+
+def test_a_quick_bf16_benchmark_loads_bf16_models_and_stays_lossless_in_bf16(target, tmp_path):
+    cfg = bench.BenchConfig.quick(models=(target,), draft_model="absent-draft", dtype="bf16", n_prompts=1,
+                                  max_new_tokens=8, repeats=1, sampling=False, strategies=False,
+                                  early_exit_and_gate=False, hf_builtins=False, out_dir=str(tmp_path))
+    loaded = bench._load(cfg)
+    assert {next(m.parameters()).dtype for m, _ in loaded.values()} == {torch.bfloat16}
+    result = bench.run_benchmark(cfg)
+    assert (result["device"], result["dtype"], result["config"]["dtype"]) == ("cpu", "bf16", "bf16")
+    assert {r["kind"] for r in result["greedy"]} >= {"generate", "plain", "self-spec"}
+    assert all(r["identical"] is True for r in result["greedy"]), [r["method"] for r in result["greedy"]]
+    assert "models on cpu in bf16" in bench.report(result, cfg)
+
+
+def test_the_command_line_takes_device_and_dtype():
+    args = bench._parser().parse_args(["--quick", "--device", "cpu", "--dtype", "bf16"])
+    cfg = bench.config_from_args(args)
+    assert (cfg.device, cfg.dtype) == ("cpu", "bf16") and cfg.models == ("default",)
+    assert (bench.BenchConfig().device, bench.BenchConfig().dtype) == ("cpu", "fp32")
+    with pytest.raises(ValueError, match="dtype must be one of"):
+        bench._load(bench.BenchConfig.quick(dtype="int4"))

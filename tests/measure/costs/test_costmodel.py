@@ -5,10 +5,11 @@ import math
 import pytest
 
 from labkit import SkipSet
-from labkit.measure.costs.costmodel import CostModel, measure_cost_model
+from labkit.measure.costs.costmodel import CostModel, measure_cost_model, tied_cost_model
+from labkit.viz import costs as costv
 
 from tiny_models import tiny_model
-from tiny_probes import hand_cost_model
+from tiny_probes import hand_cost_model, toy_cost_model
 
 
 # -- the cost model ----------------------------------------------------------------------------
@@ -89,3 +90,16 @@ def test_measure_on_a_tiny_model():
     assert cm.fit["n_sets"] == 4 * 3 + 8 + 2 and not math.isnan(cm.fit["r2"])
     assert CostModel.from_json(cm.to_json()) == cm
 
+
+def test_tied_cost_model_keeps_totals_and_spreads_them_evenly():
+    cm = toy_cost_model()
+    cm.attention_ms = [0.0, 1.0, 0.2, 0.8]
+    cm.mlp_ms = [3.0, 0.0, 0.0, 0.0]
+    tied = tied_cost_model(cm)
+    assert tied.attention_ms == [0.5] * 4 and tied.mlp_ms == [0.75] * 4 and tied.layer_ms == [0.25] * 4
+    assert tied.draft_ms(SkipSet()) == pytest.approx(cm.draft_ms(SkipSet()))
+    assert tied.draft_ms(SkipSet(mlp=[0])) == pytest.approx(cm.draft_ms(SkipSet()) - 0.75)
+    assert tied.draft_ms(SkipSet(mlp=[1])) == tied.draft_ms(SkipSet(mlp=[0]))
+    assert tied.verify_ms == cm.verify_ms and tied.full_step_ms == cm.full_step_ms and tied.fixed_ms == cm.fixed_ms
+    assert cm.attention_ms == [0.0, 1.0, 0.2, 0.8]                        # the original is untouched
+    assert tied.fit["tied"] and "tied" in tied.method and "tied" in costv.cost_breakdown_figure(tied).layout.title.text

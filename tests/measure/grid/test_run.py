@@ -1,7 +1,6 @@
 """labkit.measure.grid.run: the playground grid measured on a tiny random model (tests/tiny_grid.py), its file,
 its noise summary, its draft-weights axis (fp32 and int8 cells, interleaved; format-2 files still read) and the
 command line that regenerates it."""
-import copy
 import json
 
 import pytest
@@ -101,24 +100,6 @@ def test_int8_cells_are_shuffled_among_the_fp32_ones_between_plain_runs(tiny, mo
     assert {c["draft_weights"] for c in data["cells"]} == {"fp32", "int8"} and len(data["cells"]) == 6
 
 
-def test_a_format_2_file_reads_as_fp32_cells(grid_data, tmp_path):
-    """The grids committed before the draft-weights axis: every cell is an fp32 one, no int8 cost model."""
-    old = copy.deepcopy(grid_data)
-    old["format"] = "labkit.playground/2"
-    old["cells"] = [{k: v for k, v in c.items() if k != "draft_weights"} for c in old["cells"]
-                    if c["draft_weights"] == "fp32"]
-    del old["cost_model_int8"]
-    path = pgm.save_grid(old, tmp_path / "old.json")
-    g = pgm.load_grid("old", path=path)
-    assert g.draft_weights == ["fp32"] and len(g) == len(grid_data["cells"]) // 2
-    assert set(g.cost_models) == {"fp32"} and g.cost_model_for("int8") is None
-    s = g.nearest(draft_weights="int8")                             # snapped to what the grid has
-    assert s.draft_weights == "fp32" and g.cell(s)["draft_weights"] == "fp32"
-    assert g.best()[0].draft_weights == "fp32" and "1 draft weights (fp32)" in g.describe()
-    assert list(g.ratio_frame(s)["ratio"]) == g.ratios
-    with pytest.raises(KeyError, match="int8"):
-        g.best("int8")
-
 
 def test_config_and_setting_check_the_draft_weights():
     for bad in (("int4",), (), ("fp32", "fp32")):
@@ -130,30 +111,6 @@ def test_config_and_setting_check_the_draft_weights():
     assert pgm.GridConfig().draft_weights == ("fp32", "int8") and len(pgm.GridConfig().thresholds) == 5
 
 
-def test_missing_or_foreign_grid_file_names_the_regeneration_command(tmp_path):
-    with pytest.raises(FileNotFoundError, match=r"python -m labkit grid --model plain"):
-        pgm.load_grid("plain", playground_dir=tmp_path)
-    (tmp_path / "default.json").write_text(json.dumps({"format": "something else"}))
-    with pytest.raises(ValueError, match=r"python -m labkit grid --model default"):
-        pgm.load_grid("default", playground_dir=tmp_path)
-    (tmp_path / "default.json").write_text(json.dumps({"format": "labkit.playground/1"}))    # an older grid
-    with pytest.raises(ValueError, match=r"older labkit.*python -m labkit grid --model default"):
-        pgm.load_grid("default", playground_dir=tmp_path)
-
-
-def test_within_noise_is_the_overlap_of_min_max_ranges(grid_data):
-    data = copy.deepcopy(grid_data)
-    for i, c in enumerate(data["cells"]):           # disjoint ranges, except cells 0 and 1
-        c["speedup"], c["speedup_min"], c["speedup_max"] = 10.0 + i, 9.9 + i, 10.1 + i
-    data["cells"][1].update(speedup=10.05, speedup_min=10.0, speedup_max=10.2)
-    g = pgm.PlaygroundGrid(data)
-    keys = ("ratio", "threshold", "max_draft", "policy", "draft_weights")
-    first = pgm.Setting(*(data["cells"][0][k] for k in keys))
-    second = pgm.Setting(*(data["cells"][1][k] for k in keys))
-    assert first.draft_weights == second.draft_weights
-    assert g.within_noise(first) == [second]
-    data["cells"][1].update(speedup_min=10.2, speedup_max=10.3)                            # now apart
-    assert pgm.PlaygroundGrid(data).within_noise(first) == []
 
 
 def test_cli_regenerates_a_grid_file_with_its_provenance(tiny):
