@@ -13,7 +13,7 @@ from ..viz.search import SAMPLER_LABELS
 from ..viz.style import PALETTE
 from ..viz.widgets import as_widget, update_widget
 from .claims import is_missing, join, ranking, who_wins
-from .stepper import step_controls
+from .stepper import SliderLook, step_controls
 
 __all__ = ["BOStepper", "first_step_sentence", "last_step_sentence", "exploration_sentences", "exploration_view",
            "acquisition_sentence", "sampler_sentence", "toy_ends_sentence", "ard_sentence", "sampler_declaration_note"]
@@ -36,8 +36,8 @@ class BOStepper:
         self.figure = as_widget(bo_step_figure(self.history, 0))
         self.last_update_ms = float("nan")
         # the slider shows the step number the title says (1..n_iter); the history is indexed from 0
-        self.controls = step_controls("step", self.update, value=1, min=1, max=n_iter, slider_width="420px",
-                                      button_width="48px", continuous_update=True)
+        self.controls = step_controls("step", self.update, (1, 1, n_iter),
+                                      look=SliderLook("420px", "48px", continuous_update=True))
         self.step_slider, self.prev_button, self.next_button = (self.controls.slider, self.controls.prev_button,
                                                                 self.controls.next_button)
         self.acquisition_dropdown = widgets.Dropdown(

@@ -92,7 +92,7 @@ class IterationStepper:
         self.limits = dict(max_positions=max_positions, max_iterations=max_iterations)
         self.run = widgets.Dropdown(options=list(runs), description="run", layout=widgets.Layout(width="360px"))
         # the slider shows the iteration number the title says (1-based); the trace is indexed from 0
-        self.controls = step_controls("iteration", self.update, value=1, min=1, max=self._last(), what="iteration")
+        self.controls = step_controls("iteration", self.update, (1, 1, self._last()), what="iteration")
         self.slider, self.prev_button, self.next_button = (self.controls.slider, self.controls.prev_button,
                                                            self.controls.next_button)
         self.readout = widgets.HTML()

@@ -10,7 +10,16 @@ from dataclasses import dataclass
 
 from ..viz.widgets import as_widget
 
-__all__ = ["StepControls", "step_controls", "live_figure", "stepper_box"]
+__all__ = ["SliderLook", "StepControls", "step_controls", "live_figure", "stepper_box"]
+
+
+@dataclass(frozen=True)
+class SliderLook:
+    """How the controls look and react: widths, and whether the slider redraws while it is dragged."""
+
+    slider_width: str = "520px"
+    button_width: str = "44px"
+    continuous_update: bool = False
 
 
 @dataclass
@@ -27,19 +36,19 @@ class StepControls:
         self.slider.value = min(max(self.slider.value + delta, self.slider.min), self.slider.max)
 
 
-def step_controls(description: str, on_change: Callable[[], None], *, value: int, min: int, max: int,  # noqa: A002
-                  what: str = "step", slider_width: str = "520px", button_width: str = "44px",
-                  continuous_update: bool = False, disabled: bool = False) -> StepControls:
-    """◀ slider ▶ with ``description`` on the slider, tooltips "previous / next ``what``", ``on_change()`` called
-    whenever the slider's value changes (by hand or by a button)."""
+def step_controls(description: str, on_change: Callable[[], None], span: tuple[int, int, int], *, what: str = "step",
+                  look: SliderLook = SliderLook(), disabled: bool = False) -> StepControls:
+    """◀ slider ▶ with ``description`` on the slider, ``span`` its (value, min, max), tooltips "previous / next
+    ``what``", ``on_change()`` called whenever the slider's value changes (by hand or by a button)."""
     import ipywidgets as widgets
 
-    narrow = widgets.Layout(width=button_width)
+    value, low, high = span
+    narrow = widgets.Layout(width=look.button_width)
     prev_button = widgets.Button(description="◀", tooltip=f"previous {what}", layout=narrow)
     next_button = widgets.Button(description="▶", tooltip=f"next {what}", layout=narrow)
-    slider = widgets.IntSlider(value=value, min=min, max=max, description=description,
-                               continuous_update=continuous_update, disabled=disabled,
-                               layout=widgets.Layout(width=slider_width))
+    slider = widgets.IntSlider(value=value, min=low, max=high, description=description,
+                               continuous_update=look.continuous_update, disabled=disabled,
+                               layout=widgets.Layout(width=look.slider_width))
     controls = StepControls(prev_button, slider, next_button, widgets.HBox([prev_button, slider, next_button]))
     prev_button.on_click(lambda _: controls.step_by(-1))
     next_button.on_click(lambda _: controls.step_by(+1))

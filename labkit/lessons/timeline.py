@@ -47,7 +47,7 @@ class TraceReplayer:
                               highlight_step=0 if self.n_steps else None)
         self._span_ms = fig.layout.xaxis.range[1] - fig.layout.xaxis.range[0]
         self.figure = live_figure(fig) if figure_widget else fig
-        self.controls = step_controls("step", self.update, value=0, min=0, max=last, disabled=self.n_steps == 0)
+        self.controls = step_controls("step", self.update, (0, 0, last), disabled=self.n_steps == 0)
         self.slider, self.prev_button, self.next_button = (self.controls.slider, self.controls.prev_button,
                                                            self.controls.next_button)
         self.html = widgets.HTML()

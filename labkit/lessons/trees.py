@@ -15,7 +15,7 @@ from ..viz.style import FIGURE_WIDTH, token_labels
 from ..viz.trees import STATUSES, mask_ticks, n_stages, tree_edges, tree_layout, tree_step_figure, tree_view
 from ..viz.widgets import update_widget
 from .claims import compare, num, overlaps, who_wins
-from .stepper import live_figure, step_controls, stepper_box
+from .stepper import SliderLook, live_figure, step_controls, stepper_box
 
 __all__ = ["TreeStepper", "left_top1", "pick_steps", "off_top1_sentence", "cheap_up_to", "width_sentence",
            "spec_rows", "shapes_sentence", "trade_sentence", "unsure_sentence"]
@@ -80,8 +80,8 @@ class TreeStepper:
         self.steps, self.tokenizer = steps, tokenizer
         self.step_choice = widgets.Dropdown(options=list(steps), description="tree step",
                                             layout=widgets.Layout(width="420px"), style={"description_width": "70px"})
-        self.controls = step_controls("stage", self.update, value=0, min=0, max=n_stages(self.step) - 1,
-                                      what="stage", slider_width="480px")
+        self.controls = step_controls("stage", self.update, (0, 0, n_stages(self.step) - 1), what="stage",
+                                      look=SliderLook(slider_width="480px"))
         self.slider, self.prev_button, self.next_button = (self.controls.slider, self.controls.prev_button,
                                                            self.controls.next_button)
         self.readout = widgets.HTML()

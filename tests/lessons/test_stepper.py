@@ -8,7 +8,7 @@ from labkit.lessons.stepper import live_figure, step_controls, stepper_box
 
 def test_buttons_move_the_slider_by_one_within_its_range_and_redraw():
     calls = []
-    controls = step_controls("step", lambda: calls.append(controls.slider.value), value=1, min=1, max=3)
+    controls = step_controls("step", lambda: calls.append(controls.slider.value), (1, 1, 3))
     controls.next_button.click()
     controls.next_button.click()
     controls.next_button.click()                           # already at the end: no change, no redraw
@@ -19,7 +19,7 @@ def test_buttons_move_the_slider_by_one_within_its_range_and_redraw():
 
 
 def test_the_box_shows_the_figure_only_when_it_is_a_widget():
-    controls = step_controls("stage", lambda: None, value=0, min=0, max=2, what="stage")
+    controls = step_controls("stage", lambda: None, (0, 0, 2), what="stage")
     static = go.Figure()
     assert list(stepper_box([controls.row], static).children) == [controls.row]
     live = live_figure(go.Figure())
