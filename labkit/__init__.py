@@ -39,7 +39,7 @@ from .core import (
 from .core.cascade import cascade
 from .core.lookahead import lookahead
 from .core.recycling import token_recycling
-from .measure.strategies import skip_strategy
+from .measure.strategy_inputs import skip_strategy
 
 # `python -m labkit.bench` and the other older command forms: labkit/_aliases/<name>.py is the module labkit.<name>
 # (each forwards to `python -m labkit <command>`, labkit/cli.py; docs/architecture.md, "command line").

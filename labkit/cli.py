@@ -38,7 +38,7 @@ def load(target: str) -> Callable:
 def robustness_main(argv: Sequence[str] | None = None) -> Path:
     """Measure how well a model tolerates skipping, then refresh its model card (a lab-trained model's card shows
     the robustness table, so the two never disagree)."""
-    path = load("labkit.measure.robustness:main")(None if argv is None else list(argv))
+    path = load("labkit.measure.comparisons.robustness:main")(None if argv is None else list(argv))
     if (path.parent / "training.json").exists():
         load("labkit.training.modelcard:write_model_card")(path.parent)
     return path
@@ -47,7 +47,8 @@ def robustness_main(argv: Sequence[str] | None = None) -> Path:
 @dataclass(frozen=True)
 class Command:
     """One command: its name, the ``main(argv)`` that runs it (``"module:function"``), a one-line summary, and the
-    older names it answers to (``python -m labkit.<old name>`` runs it too)."""
+    older names it answers to (``python -m labkit.<old name>`` runs it too; its own name where model cards and
+    committed results record ``python -m labkit.<name>``; none for a command that never had another form)."""
     name: str
     target: str
     summary: str
@@ -55,23 +56,25 @@ class Command:
 
 
 COMMANDS: tuple[Command, ...] = (
-    Command("train", "labkit.training.loop:main", "train a lab model (data/models/<name>/, resumable)"),
+    Command("train", "labkit.training.loop:main", "train a lab model (data/models/<name>/, resumable)", ("train",)),
     Command("train-draft-head", "labkit.training.draft_head:main", "fit a draft head for a model's draft path",
             ("train_draft_head",)),
     Command("train-heads", "labkit.training.medusa:main", "fit Medusa heads (multi-token drafts) for a model"),
     Command("robustness", "labkit.cli:robustness_main",
-            "how well a model tolerates skipping; refreshes its model card"),
-    Command("costmodel", "labkit.measure.costmodel:main", "this machine's forward costs of a model (c, c_v)"),
-    Command("calibrate", "labkit.measure.calibration:main",
+            "how well a model tolerates skipping; refreshes its model card", ("robustness",)),
+    Command("costmodel", "labkit.measure.costs.costmodel:main", "this machine's forward costs of a model (c, c_v)"),
+    Command("calibrate", "labkit.measure.costs.calibration:main",
             "predict the speedup self-drafting reaches on this machine and model, then measure it"),
     Command("search", "labkit.search.__main__:main",
             "Bayesian optimisation of the draft (run, final, export, compare, rank, check)"),
-    Command("grid", "labkit.measure.grid:main",
+    Command("grid", "labkit.measure.grid.run:main",
             "measure the playground's precomputed grid (data/playground/<model>.json)", ("playground",)),
-    Command("bench", "labkit.measure.bench:main", "the side-by-side benchmark of every method on this machine"),
-    Command("device-bench", "labkit.measure.device_bench:main",
+    Command("bench", "labkit.measure.bench.run:main", "the side-by-side benchmark of every method on this machine",
+            ("bench",)),
+    Command("device-bench", "labkit.measure.bench.device:main",
             "lossless checks, a benchmark and the calibration on a GPU (or any device): data/bench/device/"),
-    Command("stop-signal", "labkit.measure.stop_signal:main", "which draft signal predicts rejection while sampling",
+    Command("stop-signal", "labkit.measure.signals.stop_signal:main",
+            "which draft signal predicts rejection while sampling",
             ("stop_signal",)),
     Command("notebooks", "labkit.lessons.notebook:main", "execute every notebook (html: and export HTML to build/)"),
 )
@@ -95,7 +98,7 @@ def usage() -> str:
              f"A command's options: {PROG} <command> --help. A bad argument or a failure ends in one line",
              f"({DEBUG_FLAG}: a failure's traceback). Commands:"]
     lines += [f"  {c.name:<{width}}{c.summary}" for c in COMMANDS]
-    old = sorted(f"{PROG}.{o}" for c in COMMANDS for o in (c.old_names or (c.name,)) if o.isidentifier())
+    old = sorted(f"{PROG}.{o}" for c in COMMANDS for o in c.old_names if o.isidentifier())
     lines += ["", "The older forms still work: " + ", ".join(old) + "."]
     return "\n".join(lines)
 

@@ -1,5 +1,5 @@
 """A synthetic playground grid (format 3) for tests of the sentences and checks built on it."""
-from labkit.measure.grid import FORMAT, PlaygroundGrid, Setting
+from labkit.measure.grid.run import FORMAT, PlaygroundGrid, Setting
 
 RATIOS, THRESHOLDS = (0.25, 0.5, 0.75), (0.0, 0.5, 0.9)
 

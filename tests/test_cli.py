@@ -19,8 +19,8 @@ ALIASES = ROOT / "labkit" / "_aliases"
 
 
 def old_forms(command: cli.Command) -> list[str]:
-    """The `python -m labkit.<x>` modules that run ``command``: its older names, else its own name."""
-    return [name for name in command.old_names or (command.name,) if name.isidentifier()]
+    """The `python -m labkit.<x>` modules that run ``command``: its older names (its own name where that was one)."""
+    return [name for name in command.old_names if name.isidentifier()]
 
 
 def run_labkit(*args: str) -> subprocess.CompletedProcess:

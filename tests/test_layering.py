@@ -159,3 +159,50 @@ def test_each_package_docstring_names_every_module_it_holds():
         if absent:
             missing[folder.relative_to(ROOT).as_posix()] = absent
     assert not missing, f"modules a package docstring does not name: {missing}"
+
+
+#: What the engine may import besides the standard library (docs/architecture.md, "core"): torch and transformers;
+#: safetensors for the files of draft heads and Medusa heads; pandas only inside a function (tables on request, never
+#: needed to decode).
+CORE_THIRD_PARTY = {"torch", "transformers", "safetensors"}
+CORE_LAZY = {"pandas"}
+
+
+def third_party_imports(path: Path) -> tuple[set[str], set[str]]:
+    """Top-level non-stdlib, non-labkit packages a module imports: (at module level, inside functions)."""
+    import sys
+
+    tree = ast.parse(path.read_text())
+    inside = {id(sub) for node in ast.walk(tree) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+              for sub in ast.walk(node)}
+    top, lazy = set(), set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and not node.level:
+            names = [node.module or ""]
+        else:
+            continue
+        for name in {n.split(".")[0] for n in names} - set(sys.stdlib_module_names) - {"labkit", "__future__"}:
+            (lazy if id(node) in inside else top).add(name)
+    return top, lazy
+
+
+def test_core_imports_only_what_the_architecture_page_says():
+    wrong = {}
+    for m, path in MODULES.items():
+        if layer(m) != "core":
+            continue
+        top, lazy = third_party_imports(path)
+        extra = (top - CORE_THIRD_PARTY) | (lazy - CORE_THIRD_PARTY - CORE_LAZY)
+        if extra:
+            wrong[m] = sorted(extra)
+    assert not wrong, f"core modules importing beyond torch, transformers, safetensors (and pandas lazily): {wrong}"
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    assert "## core: the engine, in the paper's order (imports torch, transformers and safetensors" in text
+
+
+def test_the_third_party_check_sees_a_wrong_import(tmp_path):
+    bad = tmp_path / "bad.py"
+    bad.write_text("import numpy as np\nfrom torch import nn\n\ndef f():\n    import pandas\n")
+    assert third_party_imports(bad) == ({"numpy", "torch"}, {"pandas"})

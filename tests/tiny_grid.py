@@ -1,4 +1,4 @@
-"""A playground grid measured on a tiny random Llama: shared by tests/measure/test_grid.py (the grid and its
+"""A playground grid measured on a tiny random Llama: shared by tests/measure/grid/test_run.py (the grid and its
 file) and tests/lessons/test_playground.py (the widget glue built on it). Both draft weights (fp32 and int8),
 each with its own cost model, as the default grid has them.
 
@@ -13,7 +13,7 @@ import pytest
 
 from labkit import SkipSet, load_model
 from labkit.artifacts.results import BUCKET_WIDTH, ratio_buckets
-from labkit.measure import grid as pgm
+from labkit.measure.grid import run as pgm
 
 from tiny_models import save_tiny_model_folder
 

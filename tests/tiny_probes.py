@@ -1,10 +1,11 @@
 """A toy cost model and greedy-elimination paths of two tiny random Llamas, shared by the tests of the
-measurement (tests/measure/test_robustness_and_speed.py) and of its figures (tests/viz/test_costs_and_agreement.py)."""
+measurement (tests/measure/costs/, tests/measure/comparisons/) and of its figures
+(tests/viz/test_costs_and_agreement.py)."""
 import pytest
 
 from labkit.measure.agreement import AgreementProbe
-from labkit.measure.costmodel import CostModel
-from labkit.measure.robustness import greedy_elimination
+from labkit.measure.comparisons.robustness import greedy_elimination
+from labkit.measure.costs.costmodel import CostModel
 
 from tiny_models import ToyTokenizer, tiny_model
 
@@ -16,6 +17,12 @@ def toy_cost_model(n_layers=4) -> CostModel:
         context=32, fit={"r2": 0.9, "n_sets": 10, "verify_raw_ms": [6.8 + 0.5 * k for k in range(5)]},
         machine={"torch_threads": 1},
     )
+
+
+def hand_cost_model() -> CostModel:
+    """2 layers: fixed 1 + attention 1+1 + MLP 2+2 + layer overhead 0.5+0.5 = 8 ms for a full step."""
+    return CostModel(n_layers=2, fixed_ms=1.0, attention_ms=[1.0, 1.0], mlp_ms=[2.0, 2.0], layer_ms=[0.5, 0.5],
+                     verify_ms=[8.0 + 0.1 * k for k in range(13)], full_step_ms=8.0)
 
 
 @pytest.fixture(scope="module")

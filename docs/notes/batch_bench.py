@@ -3,7 +3,7 @@
 row's output checked token-identical to the batched plain loop's (and, at batch 1, the one-sequence call timed
 beside the batch-of-one call); the three ways of handling ragged acceptance (masked holes, re-padding, the shortest
 row); the batch's drafting cut when half its rows stopped, or drafting on to the last row; and the load policy
-built from c and c_v measured per batch size (:mod:`labkit.measure.batch_costs`) against always-on and always-off,
+built from c and c_v measured per batch size (:mod:`labkit.measure.costs.batch_costs`) against always-on and always-off,
 with the speedup it predicts beside the measured one.
 
 Every timing goes through :func:`labkit.measure.harness.interleaved_ms` (all methods of one batch size interleaved,
@@ -22,7 +22,7 @@ from side_by_side import Size, parse_size, shipped_model
 from labkit import FixedK, autoregressive_generate, best_config, speculative_generate
 from labkit.artifacts.prompts import benchmark_prompts
 from labkit.core.batch import BatchConfig
-from labkit.measure.batch_costs import (
+from labkit.measure.costs.batch_costs import (
     alpha_from_acceptance,
     load_policy,
     measure_batch_costs,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from labkit.measure.bench_results import is_number, load_results
+from labkit.measure.bench.results import is_number, load_results
 
 ROOT = Path(__file__).resolve().parents[2]
 

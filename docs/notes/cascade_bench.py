@@ -16,7 +16,7 @@ from side_by_side import Size, by_source, parse_size, shipped_model, speedup_cel
 
 from labkit import best_config, cascade
 from labkit.core.draft_config import DraftConfig
-from labkit.measure.cascades import aggressive_level, cascade_decoders
+from labkit.measure.comparisons.cascades import aggressive_level, cascade_decoders
 
 
 def cascades(config: DraftConfig, cheap: DraftConfig) -> dict:

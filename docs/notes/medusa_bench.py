@@ -16,11 +16,11 @@ from __future__ import annotations
 from side_by_side import Size, by_source, parse_size, shipped_model, speedup_cells
 
 from labkit import autoregressive_generate, best_config, speculative_generate
+from labkit.artifacts.models import load_medusa_heads
 from labkit.core.medusa import HeadsDrafter
 from labkit.core.policies import FixedK, StaticThreshold
 from labkit.core.tree_shapes import MEDUSA_CHOICES
 from labkit.measure.harness import Decoder, Method
-from labkit.training.medusa import load_heads
 
 
 def decoders(model, config, heads) -> list[Decoder]:
@@ -52,7 +52,7 @@ def decoders(model, config, heads) -> list[Decoder]:
 def main() -> None:
     size = parse_size(__doc__, quick=Size(2, 32, 2))
     model, tokenizer = shipped_model()
-    config, heads = best_config("default"), load_heads("default", model)
+    config, heads = best_config("default"), load_medusa_heads("default", model)
     print(f"self-draft: {config.describe(model.config.num_hidden_layers)}; {heads.n_heads} Medusa heads "
           f"(held-out top-1 agreement {', '.join(f'{a:.2f}' for a in heads.info['held_out_agreement']['fitted'])})")
     print(size.describe())

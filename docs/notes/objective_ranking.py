@@ -34,8 +34,8 @@ from labkit.artifacts.paths import SEARCH_DIR
 from labkit.artifacts.results import trained_draft_path
 from labkit.core.draft_config import DraftConfig
 from labkit.core.skip import SkipSet, parse_skip_set
-from labkit.measure.adaptive import compare_configs
-from labkit.measure.costmodel import measure_cost_model
+from labkit.measure.comparisons.adaptive import compare_configs
+from labkit.measure.costs.costmodel import measure_cost_model
 from labkit.measure.machine import machine_info
 from labkit.search import SearchConfig, run_search
 from labkit.search.objectives import build_objective, objective_settings

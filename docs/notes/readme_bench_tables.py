@@ -9,7 +9,7 @@ and the analytic limit. A run without some of these rows (an older file, or ``--
 import sys
 from pathlib import Path
 
-from labkit.measure.bench_results import drafter_rows, load_results
+from labkit.measure.bench.results import drafter_rows, load_results
 
 REPO = Path(__file__).resolve().parents[2]
 

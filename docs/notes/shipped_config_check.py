@@ -28,7 +28,7 @@ import labkit
 from labkit.artifacts.results import trained_draft_path
 from labkit.core.draft_config import DraftConfig
 from labkit.core.skip import parse_skip_set
-from labkit.measure.adaptive import compare_configs
+from labkit.measure.comparisons.adaptive import compare_configs
 from labkit.measure.machine import machine_info
 
 SOURCES = ("stdlib", "packages", "stdlib-long", "packages-long")

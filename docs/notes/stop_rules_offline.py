@@ -22,7 +22,7 @@ import labkit
 from labkit.artifacts.prompts import prompts
 from labkit.artifacts.results import trained_draft_path
 from labkit.core.policies import FixedK
-from labkit.measure.strategies import strategy_cost_model
+from labkit.measure.strategy_inputs import strategy_cost_model
 
 MAX_DRAFT = 12
 

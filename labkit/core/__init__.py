@@ -12,7 +12,7 @@ is: ``draft`` (a chain or a tree); how a tree grows and is verified: ``tree_shap
 ``labkit.cascade``). How the target verifies: ``verify``. What a step is
 worth: ``expectation``. The loop: ``decoding``; what it recorded: ``trace``. Many sequences at once:
 ``batch`` (one cache, per-row positions and a mask of valid columns), ``batch_decoding`` (the batched loops).
-Another way to decode in parallel: ``jacobi``."""
+Another way to decode in parallel: ``jacobi``, and what it recorded: ``jacobi_trace``."""
 from .architectures import SUPPORTED_ARCHITECTURES, check_supported
 from .batch import BatchConfig
 from .batch_decoding import BatchResult, LoadPolicy
@@ -26,6 +26,7 @@ from .early_exit import EarlyExitDrafter
 from .forward import forward_tokens
 from .gate import TargetConfidenceGate
 from .jacobi import jacobi_generate
+from .jacobi_trace import JacobiIteration, JacobiTrace
 from .lookahead import LookaheadDrafter, lookahead
 from .medusa import HeadsDrafter, MedusaHeads
 from .policies import AdaptiveThreshold, DraftPolicy, FixedK, StaticThreshold
@@ -33,7 +34,7 @@ from .recycling import TokenRecyclingDrafter, token_recycling
 from .sampling import Warp
 from .skip import SkipSet, format_skip_set, parse_skip_set, skipping
 from .strategies import InContextStrategy, KnapsackStrategy, OnTheFlyStrategy, SkipStrategy, StaticStrategy
-from .trace import JacobiIteration, JacobiTrace, StepRecord, Trace
+from .trace import StepRecord, Trace
 from .tree_shapes import draft_tree
 from .width import WidthPredictors, WidthSet, width_drafter
 

@@ -68,7 +68,7 @@ class BatchResult:
 @dataclass(frozen=True)
 class LoadPolicy:
     """γ cap by batch size: ``max_draft[i]`` applies from ``batch_sizes[i]`` rows up (0: decode plainly). Built from
-    c and c_v measured per batch size by :func:`labkit.measure.batch_costs.load_policy`."""
+    c and c_v measured per batch size by :func:`labkit.measure.costs.batch_costs.load_policy`."""
 
     batch_sizes: tuple[int, ...] = (1,)
     max_draft: tuple[int, ...] = (12,)

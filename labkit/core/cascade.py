@@ -406,7 +406,7 @@ def cascade(levels, *, model=None, controller: str = "fixed", gamma=4, max_gamma
     number, or one per helper); a lookup helper copies at most that many. ``controller``: "fixed" (the whole
     cascade, ``gamma``) or "dynamic" (:class:`DynamicController`: the route and γ ≤ ``max_gamma`` per step, from α
     smoothed with ``smoothing`` from ``prior``, the whole cascade every ``explore`` steps). ``cost_model``: any
-    object with ``draft_ms(skip)`` (a :class:`labkit.measure.costmodel.CostModel`) for the model levels' c instead
+    object with ``draft_ms(skip)`` (a :class:`labkit.measure.costs.costmodel.CostModel`) for the model levels' c instead
     of their measured timings."""
     if not isinstance(levels, (list, tuple)):
         raise TypeError(f"levels must be a list of drafts, cheapest first, got {type(levels).__name__}")

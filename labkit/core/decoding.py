@@ -31,12 +31,13 @@ from .devices import clock
 from .draft_head import DraftHead
 from .drafters import Draft, Drafter, make_drafter
 from .forward import check_inputs, eos_set, forward_tokens
+from .jacobi_trace import JacobiTrace
 from .policies import AdaptiveThreshold, DraftPolicy
 from .sampling import Warp, sample
 from .skip import SkipSet
 from .state import DecodingState
 from .strategies import SkipStrategy
-from .trace import JacobiTrace, StepRecord, Trace
+from .trace import StepRecord, Trace
 from .tree_shapes import TreeShape
 from .verify import accept, full_forward, verify
 
@@ -118,8 +119,9 @@ def _check_policy(policy) -> DraftPolicy:
 
 
 def speculative_step(state: DecodingState, drafter: Drafter, policy: DraftPolicy, budget: int,
-                     keep_p: bool) -> StepRecord:
-    """One draft -> verify -> accept step with at most ``budget`` drafted tokens; returns its record.
+                     record: bool = True) -> StepRecord:
+    """One draft -> verify -> accept step with at most ``budget`` drafted tokens; returns its record (with
+    ``record``, the target's p of each drafted token too: read from the drafted rows only, never a full softmax).
 
     Phases timed for the record: drafting (less the drafter's choosing, ``draft.select_s``), verifying (the
     forward, the verdict, accepting, the policy's update) and the drafter's own bookkeeping (choosing before the
@@ -129,7 +131,7 @@ def speculative_step(state: DecodingState, drafter: Drafter, policy: DraftPolicy
     draft = drafter.draft(state, budget, policy) if budget > 0 else Draft()
     t1 = clock()
     logits, hidden_states = (draft.forward or full_forward)(state, draft)
-    verdict = verify(state, logits, draft, keep_p=keep_p, hidden_states=hidden_states)
+    verdict = verify(state, logits, draft, hidden_states=hidden_states)
     new, kind = accept(state, draft, verdict)
     t2 = clock()
     drafter.commit(state, draft, verdict)
@@ -139,7 +141,7 @@ def speculative_step(state: DecodingState, drafter: Drafter, policy: DraftPolicy
     policy.observe_target(verdict.target_confidence)
     t4 = clock()
     rows = [parent + 1 for parent in draft.parents]          # the row of p each node's token was judged at
-    p_drafted = verdict.p[rows, draft.tokens].tolist() if verdict.p is not None and draft.tokens else []
+    p_drafted = verdict.p_of(rows, draft.tokens) if record else []
     return StepRecord(
         position=verdict.start, drafted=draft.tokens, q=draft.q, confidence=draft.confidence, p=p_drafted,
         n_accepted=verdict.n_accepted, next_token=verdict.next_token if kind != "none" else -1, next_kind=kind,
@@ -216,7 +218,7 @@ def _decode_one(state: DecodingState, input_ids: torch.Tensor, drafter: Drafter,
     trace.prefill_s = clock() - t_start
     while state.n_emitted < max_new_tokens:
         budget = min(policy.max_draft, max_new_tokens - state.n_emitted - 1)
-        step = speculative_step(state, drafter, policy, budget, keep_p=record_trace or state.warp.do_sample)
+        step = speculative_step(state, drafter, policy, budget, record=record_trace)
         if record_trace:
             trace.steps.append(step)
         if state.tokens[-1] in state.eos:

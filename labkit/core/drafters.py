@@ -19,9 +19,10 @@ Draft & Verify; the blocks are chosen before every draft by a :class:`~labkit.co
 from earlier in the context, a point-mass q, falling back to another drafter when nothing matches). Drafting
 never decides what is emitted; verification does.
 
-A draft is a chain today (node i's parent is node i - 1, the first node's the pending token: ``Draft.parents``);
-the interface leaves room for a tree (tokens with parents and per-node q) and for a drafter that drafts with the
-help of another one (a cascade): both only need ``draft`` and ``commit``.
+A draft is a chain (node i's parent is node i - 1, the first node's the pending token: ``Draft.parents``) or a
+tree (tokens with parents and per-node q: ``SelfDrafter(tree=...)``, grown by :mod:`labkit.core.tree_shapes` and
+verified in one forward by :mod:`labkit.core.tree`); a drafter that drafts with the help of another one is a
+cascade (:mod:`labkit.core.cascade`). Both only need ``draft`` and ``commit``.
 """
 from __future__ import annotations
 

@@ -41,8 +41,8 @@ from .decoding import GenerationResult, prefill
 from .devices import clock
 from .drafters import SelfDrafter
 from .forward import check_inputs, eos_set, forward_tokens
+from .jacobi_trace import JacobiIteration, JacobiTrace
 from .skip import SkipSet, skipping
-from .trace import JacobiIteration, JacobiTrace
 
 __all__ = ["METHODS", "INITS", "JacobiIteration", "JacobiTrace", "jacobi_generate", "fixed_prefix"]
 

@@ -27,12 +27,28 @@ __all__ = ["Verdict", "target_forward", "full_forward", "forward_with_hidden_sta
 class Verdict:
     n_accepted: int                 # n: the first n drafted tokens are kept
     next_token: int                 # the target's replacement for d_{n+1}, or its bonus token
-    p: torch.Tensor | None          # (γ+1, V) target probabilities (None: greedy without a trace)
+    p: torch.Tensor | None          # (γ+1, V) target probabilities while sampling (greedy: None, see probs())
     target_confidence: float = float("nan")   # p(next_token) at its position: how sure the target was
     hidden_states: tuple | None = None        # the target's hidden states at [pending, d_1..d_γ], when asked for
     start: int = 0                            # the step began at this position (the pending token sits at start - 1)
     path: list[int] | None = None             # a tree draft: the accepted nodes, root to leaf (None: a chain's
                                               # first n_accepted tokens)
+    logits: torch.Tensor | None = None        # (γ+1, V) the target's logits (greedy: p from them, on request)
+
+    def probs(self) -> torch.Tensor:
+        """p at every verified row, (γ+1, V): the sampling distribution, or (greedy) the softmax of the logits,
+        computed now: greedy decoding needs only argmaxes, so it never pays for a full softmax nobody reads."""
+        return self.p if self.p is not None else torch.softmax(self.logits.float(), dim=-1)
+
+    def p_of(self, rows: list[int], tokens: list[int]) -> list[float]:
+        """p(token) at each row (the trace's p of each drafted token): read from p while sampling; greedy, from
+        the logits of those rows alone (exp(logit - logsumexp), no (γ+1) × V softmax)."""
+        if not tokens:
+            return []
+        if self.p is not None:
+            return self.p[rows, tokens].tolist()
+        picked = self.logits[rows].float()                                    # (k, V)
+        return torch.exp(picked[range(len(rows)), tokens] - torch.logsumexp(picked, dim=-1)).tolist()
 
 
 def verify_greedy(logits: torch.Tensor, drafted: list[int]) -> tuple[int, int]:
@@ -54,10 +70,10 @@ def verify_sampling(p: torch.Tensor, q_dists: list[torch.Tensor], drafted: list[
     return len(drafted), sample(p[len(drafted)], generator)
 
 
-def verify(state: DecodingState, logits: torch.Tensor, draft, *, keep_p: bool,
-           hidden_states: tuple | None = None) -> Verdict:
+def verify(state: DecodingState, logits: torch.Tensor, draft, *, hidden_states: tuple | None = None) -> Verdict:
     """The verdict on ``draft`` given the target's logits (γ+1, V) at [pending, d_1..d_γ] (a tree: at [pending,
-    its nodes]; and, when the draft asked for them, its hidden states, which the verdict carries to the drafter)."""
+    its nodes]; and, when the draft asked for them, its hidden states, which the verdict carries to the drafter).
+    Greedy, no softmax over the rows is computed here: the verdict keeps the logits (:meth:`Verdict.probs`)."""
     tree, path = draft.tree is not None, None
     if state.warp.do_sample:
         p = state.warp.probs(logits)                                          # (γ+1, V)
@@ -66,7 +82,7 @@ def verify(state: DecodingState, logits: torch.Tensor, draft, *, keep_p: bool,
         else:
             n, token = verify_sampling(p, draft.q_dists, draft.tokens, state.generator)
     else:
-        p = torch.softmax(logits.float(), dim=-1) if keep_p else None
+        p = None
         if tree:
             path, token = verify_tree_greedy(logits, draft.tokens, draft.tree)
         else:
@@ -75,8 +91,9 @@ def verify(state: DecodingState, logits: torch.Tensor, draft, *, keep_p: bool,
         n, row = len(path), (path[-1] + 1 if path else 0)                    # the row the next token came from
     else:
         row = n
-    confidence = p[row, token] if p is not None else torch.softmax(logits[row].float(), dim=-1)[token]
-    return Verdict(n, token, p, float(confidence), hidden_states, state.position, path)
+    confidence = p[row, token] if p is not None else torch.exp(logits[row, token].float()
+                                                                 - torch.logsumexp(logits[row].float(), dim=-1))
+    return Verdict(n, token, p, float(confidence), hidden_states, state.position, path, logits)
 
 
 def target_forward(state: DecodingState, drafted: list[int], *, hidden_states: bool = False):

@@ -2,4 +2,4 @@
 from its numbers (``claims``: generic builders; ``bayesian_optimization`` 01, ``layer_skip`` and ``draft_search`` 02,
 ``timeline`` 03, ``playground`` and ``playground_claims`` 04, ``speculative_sampling`` 05, ``parallel_decoding``
 and ``lookahead`` 06, ``adaptive_skip`` 07, ``drafters`` 08, ``trees`` and ``cascades`` 10, ``regime`` 11), and the
-exercises that check themselves (``exercises``, ``solutions``)."""
+exercises that check themselves (``exercises``, ``solutions``); the ◀ ▶ slider every stepper shares (``stepper``)."""

@@ -11,7 +11,7 @@ import math
 import ipywidgets as widgets
 
 from ..artifacts.models import load_draft_head
-from ..measure.adaptive import PLAIN, set_timeline
+from ..measure.comparisons.adaptive import PLAIN, set_timeline
 from ..viz.strategies import set_timeline_figure
 from ..viz.widgets import as_widget, update_widget
 from .claims import difference_se, drafted_tokens, overlaps, proportions_differ
@@ -306,7 +306,7 @@ def lever_sentence(frame, source: str, method: str) -> str:
 def with_int8_draft(methods: dict) -> tuple[dict, dict, str, str]:
     """One static set (the trained draft path if the model has one, else the searched set) twice: with the
     model's own weights and with int8 draft weights. Returns (methods, {int8 label: "int8"}, the set's label, the
-    int8 label): what :func:`~labkit.measure.adaptive.compare_strategies` takes, and the two row names."""
+    int8 label): what :func:`~labkit.measure.comparisons.adaptive.compare_strategies` takes, and the two row names."""
     base = next((m for m in ("static: trained draft path", "static: searched set") if m in methods), None)
     if base is None:
         raise ValueError(f"no static set among the methods {sorted(methods)}")

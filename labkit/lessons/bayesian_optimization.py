@@ -13,6 +13,7 @@ from ..viz.search import SAMPLER_LABELS
 from ..viz.style import PALETTE
 from ..viz.widgets import as_widget, update_widget
 from .claims import is_missing, join, ranking, who_wins
+from .stepper import SliderLook, step_controls
 
 __all__ = ["BOStepper", "first_step_sentence", "last_step_sentence", "exploration_sentences", "exploration_view",
            "acquisition_sentence", "sampler_sentence", "toy_ends_sentence", "ard_sentence", "sampler_declaration_note"]
@@ -34,11 +35,11 @@ class BOStepper:
         self.history = run_bo_1d(acquisition, n_iter, xi, kappa, seed, n_init)
         self.figure = as_widget(bo_step_figure(self.history, 0))
         self.last_update_ms = float("nan")
-        self.prev_button = widgets.Button(description="◀", tooltip="previous step", layout=widgets.Layout(width="48px"))
-        self.next_button = widgets.Button(description="▶", tooltip="next step", layout=widgets.Layout(width="48px"))
         # the slider shows the step number the title says (1..n_iter); the history is indexed from 0
-        self.step_slider = widgets.IntSlider(value=1, min=1, max=n_iter, description="step",
-                                             continuous_update=True, layout=widgets.Layout(width="420px"))
+        self.controls = step_controls("step", self.update, (1, 1, n_iter),
+                                      look=SliderLook("420px", "48px", continuous_update=True))
+        self.step_slider, self.prev_button, self.next_button = (self.controls.slider, self.controls.prev_button,
+                                                                self.controls.next_button)
         self.acquisition_dropdown = widgets.Dropdown(
             options=[(ACQUISITION_LABELS[a], a) for a in ACQUISITIONS], value=acquisition, description="acquisition")
         self.xi_slider = widgets.FloatSlider(value=xi, min=0.0, max=3.0, step=0.01, description="ξ (EI)",
@@ -46,21 +47,18 @@ class BOStepper:
         self.kappa_slider = widgets.FloatSlider(value=kappa, min=0.0, max=6.0, step=0.1, description="κ (LCB)",
                                                 continuous_update=False, readout_format=".1f")
         self.status = widgets.HTML()
-        self.prev_button.on_click(lambda _: self.step(-1))
-        self.next_button.on_click(lambda _: self.step(+1))
-        self.step_slider.observe(lambda _: self.update(), names="value")
         for control in (self.acquisition_dropdown, self.xi_slider, self.kappa_slider):
             control.observe(lambda _: self.rerun(), names="value")
         self._sync_enabled()
         self.widget = widgets.VBox([
-            widgets.HBox([self.prev_button, self.step_slider, self.next_button]),
+            self.controls.row,
             widgets.HBox([self.acquisition_dropdown, self.xi_slider, self.kappa_slider]),
             self.figure, self.status])
         self._set_status()
 
     def step(self, delta: int) -> None:
         """Move the step slider by ``delta`` (clamped); its observer refreshes the figure."""
-        self.step_slider.value = int(np.clip(self.step_slider.value + delta, 1, self.n_iter))
+        self.controls.step_by(delta)
 
     def rerun(self) -> None:
         """Re-run BO with the current acquisition, xi and kappa, then refresh the figure."""

@@ -1,11 +1,12 @@
 """Notebook 10's cascade section: sentences written from the measured rows (the harness's, with ``source``; see
-:func:`labkit.measure.cascades.compare_cascades`) and the per-level parts (:func:`labkit.measure.cascades.level_parts`
-with ``cascade`` set). A cascade is faster or slower than the chain only when their min–max speedup ranges over the
-interleaved repetitions do not overlap; otherwise the sentence says "within the noise".
+:func:`labkit.measure.comparisons.cascades.compare_cascades`) and the per-level parts
+(:func:`labkit.measure.comparisons.cascades.level_parts` with ``cascade`` set). A cascade is faster or slower than
+the chain only when their min–max speedup ranges over the interleaved repetitions do not overlap; otherwise the
+sentence says "within the noise".
 """
 from __future__ import annotations
 
-from ..measure.cascades import CHAIN
+from ..measure.comparisons.cascades import CHAIN
 from .claims import join, overlaps
 
 __all__ = ["versus_chain", "cascades_sentence", "level_sentence", "pays_sentence"]

@@ -1,6 +1,6 @@
 """Notebook 02, section 8: searching the whole draft on what decoding costs, and the sentences written from it.
 
-The wall-clock rows come from :func:`labkit.measure.adaptive.compare_configs` (one row per prompt source and
+The wall-clock rows come from :func:`labkit.measure.comparisons.adaptive.compare_configs` (one row per prompt source and
 draft, each with its speedup's min-max over interleaved repeats). A draft's speedup over the sources is their
 geometric mean, its range the geometric means of the per-source minima and maxima; two drafts whose ranges
 overlap are "within the noise" of each other.

@@ -17,8 +17,8 @@ import time
 import numpy as np
 import pandas as pd
 
-from ..measure.gate import gate_preview
-from ..measure.saturation import Saturation
+from ..measure.signals.gate import gate_preview
+from ..measure.signals.saturation import Saturation
 from ..viz.drafters import exit_layer_figure, gate_signal_figure, gate_signal_traces
 from ..viz.style import PALETTE
 from ..viz.widgets import as_widget, update_widget
@@ -254,8 +254,8 @@ def gate_control_sentences(control: pd.DataFrame) -> list[str]:
 def which_one_when(table: pd.DataFrame, control: pd.DataFrame | None, *, n_layers: int,
                    target_parameters: int) -> list[str]:
     """The conclusion, one sentence per question, every clause chosen by the numbers (and their noise):
-    ``table`` from :func:`~labkit.measure.drafter_comparison.compare_drafters`, ``control`` from
-    :func:`~labkit.measure.gate.gate_control` (None: no gate sentences)."""
+    ``table`` from :func:`~labkit.measure.comparisons.drafters.compare_drafters`, ``control`` from
+    :func:`~labkit.measure.signals.gate.gate_control` (None: no gate sentences)."""
     out = [fastest_sentence(table), early_exit_vs_skip_sentence(table, n_layers), lookup_sentence(table),
            memory_sentence(table, target_parameters)]
     if control is not None:
@@ -310,7 +310,7 @@ def roc_sentence(rocs: dict[str, dict[str, dict]]) -> list[str]:
 
 
 def profile_sentences(profiles: dict[str, dict], ours: str = "labkit", theirs: str = "transformers") -> list[str]:
-    """Why the two early-exit implementations differ, from their profiles (see labkit.measure.early_exit)."""
+    """Why the two early-exit implementations differ, from their profiles (see labkit.measure.signals.early_exit)."""
     a, b = profiles[ours], profiles[theirs]
     same = a["steps"] == b["steps"] and abs(a["acceptance"] - b["acceptance"]) < 1e-9
     out = [("Both drafted the same tokens (same number of steps, same acceptance "

@@ -16,8 +16,8 @@ import torch
 from ..core.decoding import autoregressive_generate
 from ..core.skip import SkipSet, skipping
 from ..core.verify import verify_greedy
-from ..measure.analytic import expected_tokens_per_step
-from ..measure.grid_results import PlaygroundGrid, Setting
+from ..measure.costs.analytic import expected_tokens_per_step
+from ..measure.grid.results import PlaygroundGrid, Setting
 from ..search.toy import expected_improvement
 from .playground_claims import peak_ratios
 

@@ -15,7 +15,7 @@ import numpy as np
 
 from ..artifacts.prompts import repeated_share
 from ..core.skip import SkipSet
-from ..measure.analytic import expected_tokens_per_step, predict
+from ..measure.costs.analytic import expected_tokens_per_step, predict
 from .claims import compare, join, who_wins
 
 __all__ = ["block_parameters", "cost_sentence", "pooling_sentence", "verify_sentence", "single_block_sentence",

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from ..viz.jacobi import grid_title, grid_view, iteration_grid_figure
 from ..viz.style import FIGURE_WIDTH
-from ..viz.widgets import as_widget, update_widget
+from ..viz.widgets import update_widget
+from .stepper import live_figure, step_controls, stepper_box
 
 __all__ = ["IterationStepper", "forwards_sentence", "speed_sentence", "why_sentence"]
 
@@ -23,7 +24,8 @@ def _tokens_per_forward_phrase(tpf: float) -> str:
 
 def forwards_sentence(frame, vanilla: str = "jacobi, pad", speculative: str = "self-speculative") -> str:
     """How many full-model forwards per token vanilla Jacobi needed, the best parallel (Jacobi / Gauss-Seidel)
-    variant, and self-speculative decoding; ``frame`` from :func:`labkit.measure.parallel.compare_decoders`."""
+    variant, and self-speculative decoding; ``frame`` from
+    :func:`labkit.measure.comparisons.parallel.compare_decoders`."""
     v = frame.loc[vanilla]
     text = (f"Vanilla Jacobi ({vanilla}) needed {v.forwards_per_token:.3f} forwards of the full model per token, i.e. "
             f"{v.tokens_per_forward:.2f} tokens per forward: {_tokens_per_forward_phrase(v.tokens_per_forward)}.")
@@ -67,7 +69,7 @@ def speed_sentence(frame, reference: str | None = None) -> str:
 
 def why_sentence(stats: dict, label: str = "vanilla Jacobi") -> str:
     """Why vanilla Jacobi barely beats one token per forward, in the numbers of
-    :func:`labkit.measure.parallel.jacobi_statistics`."""
+    :func:`labkit.measure.comparisons.parallel.jacobi_statistics`."""
     share, right = stats["one_token_share"], stats["guess_right_rate"]
     verdict = ("so nearly every iteration fixed only the one token that needs no guess" if share >= 0.8 else
                "so many iterations fixed more than the one token that needs no guess")
@@ -90,25 +92,13 @@ class IterationStepper:
         self.limits = dict(max_positions=max_positions, max_iterations=max_iterations)
         self.run = widgets.Dropdown(options=list(runs), description="run", layout=widgets.Layout(width="360px"))
         # the slider shows the iteration number the title says (1-based); the trace is indexed from 0
-        self.slider = widgets.IntSlider(value=1, min=1, max=self._last(), description="iteration",
-                                        continuous_update=False, layout=widgets.Layout(width="520px"))
-        narrow = widgets.Layout(width="44px")
-        self.prev_button = widgets.Button(description="◀", tooltip="previous iteration", layout=narrow)
-        self.next_button = widgets.Button(description="▶", tooltip="next iteration", layout=narrow)
+        self.controls = step_controls("iteration", self.update, (1, 1, self._last()), what="iteration")
+        self.slider, self.prev_button, self.next_button = (self.controls.slider, self.controls.prev_button,
+                                                           self.controls.next_button)
         self.readout = widgets.HTML()
-        fig = iteration_grid_figure(self.result, tokenizer, upto=0, width=width, **self.limits)
-        try:
-            self.figure = as_widget(fig)
-        except Exception:  # no widget frontend: keep the static figure, still updated
-            self.figure = fig
+        self.figure = live_figure(iteration_grid_figure(self.result, tokenizer, upto=0, width=width, **self.limits))
         self.run.observe(lambda _: self._new_run(), names="value")
-        self.slider.observe(lambda _: self.update(), names="value")
-        self.prev_button.on_click(lambda _: self.step_by(-1))
-        self.next_button.on_click(lambda _: self.step_by(+1))
-        children = [self.run, widgets.HBox([self.prev_button, self.slider, self.next_button]), self.readout]
-        if isinstance(self.figure, widgets.DOMWidget):
-            children.append(self.figure)
-        self.widget = widgets.VBox(children)
+        self.widget = stepper_box([self.run, self.controls.row, self.readout], self.figure)
         self.update()
 
     @property
@@ -125,7 +115,7 @@ class IterationStepper:
         self.update()
 
     def step_by(self, delta: int) -> None:
-        self.slider.value = min(max(self.slider.value + delta, self.slider.min), self.slider.max)
+        self.controls.step_by(delta)
 
     def update(self) -> None:
         i = int(self.slider.value) - 1

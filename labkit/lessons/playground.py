@@ -13,8 +13,8 @@ import torch
 from ..artifacts.models import load_model
 from ..artifacts.prompts import benchmark_prompts, source_label
 from ..core.devices import dtype_name, model_device, model_dtype, resolve_device, resolve_dtype
-from ..measure.grid import measure_live
-from ..measure.grid_results import PlaygroundGrid, Setting
+from ..measure.grid.results import PlaygroundGrid, Setting
+from ..measure.grid.run import measure_live
 from ..viz.playground import PANELS, axis_ranges, figure_title, fmt, panel_errors, panel_xy, playground_figure
 from ..viz.widgets import as_widget, update_widget
 from .playground_claims import guiding_answers

@@ -13,8 +13,8 @@ from dataclasses import replace
 
 import numpy as np
 
-from ..measure.bench_results import is_number, upgrade_row
-from ..measure.grid_results import PlaygroundGrid, Setting, regenerate_command
+from ..measure.bench.results import is_number, upgrade_row
+from ..measure.grid.results import PlaygroundGrid, Setting, regenerate_command
 from .claims import direction, is_missing, join, num, overlaps, peak, trend, versus_range
 
 __all__ = ["guiding_answers", "peak_answer", "threshold_answer", "threshold_ties", "twin_answer", "peak_ratios",

@@ -16,7 +16,7 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping, Sequence
 
-from ..measure.roofline import best_limit, interpolate_cv
+from ..measure.costs.analytic import best_limit, interpolate_cv
 from ..viz.regime import limit_gamma_data, limit_gamma_figure
 from ..viz.widgets import as_widget, update_widget
 from .claims import is_missing, join, num
@@ -33,7 +33,7 @@ PAPER = {"step_ms": 56.3, "kept": 0.425, "predicted_ms": 23.9, "draft_ms": 25.5}
 
 
 def bound_of(point: dict, ceiling, working_bytes: float) -> dict:
-    """Which roof bounds a measured block (a row of :func:`labkit.measure.roofline.roofline_points`) when the
+    """Which roof bounds a measured block (a row of :func:`labkit.measure.costs.roofline.roofline_points`) when the
     model's weights take ``working_bytes``: {``verdict``, ``roof`` ("cache" or "memory"), ``roof_gbs``,
     ``memory_share`` (achieved GB/s ÷ that roof), ``compute_share`` (achieved GFLOP/s ÷ the compute roof)}."""
     roof_gbs = ceiling.memory_roof(working_bytes)

@@ -8,8 +8,8 @@ import numpy as np
 import torch
 from scipy.stats import norm
 
-from ..measure.analytic import expected_tokens_per_step
-from ..measure.grid_results import PlaygroundGrid, Setting
+from ..measure.costs.analytic import expected_tokens_per_step
+from ..measure.grid.results import PlaygroundGrid, Setting
 
 __all__ = ["expected_improvement", "f_prediction", "verify_greedy", "peak_ratio", "break_even"]
 

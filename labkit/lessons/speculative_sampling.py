@@ -11,8 +11,8 @@ import math
 
 import torch
 
-from ..measure.analytic import expected_tokens_per_step
-from ..measure.speculative_sampling import RULES, SampledPosition, monte_carlo
+from ..measure.comparisons.speculative_sampling import RULES, SampledPosition, monte_carlo
+from ..measure.costs.analytic import expected_tokens_per_step
 from ..viz.sampling import (
     CURRENT_T,
     distribution_title,

@@ -16,7 +16,7 @@ from ..core.skip import SkipSet
 from ..measure.harness import Decoder, Method, frame, run_interleaved, summarise
 from ..viz.timeline import HIGHLIGHT_NAME, as_trace, highlight_shape, step_times, timeline_figure
 from ..viz.trace import step_html
-from ..viz.widgets import as_widget
+from .stepper import live_figure, step_controls, stepper_box
 
 __all__ = ["TraceReplayer", "demo_skip_set", "compare_drafters", "confidence_band_sentence", "verify_cost_sentence",
            "sampling_sentence", "drafters_sentence", "repetition_contrast", "repetition_sentence", "speed_sentence",
@@ -46,24 +46,12 @@ class TraceReplayer:
         fig = timeline_figure(self.trace, tokenizer, steps=window, draft_label=draft_label, width=width,
                               highlight_step=0 if self.n_steps else None)
         self._span_ms = fig.layout.xaxis.range[1] - fig.layout.xaxis.range[0]
-        self.figure = fig
-        if figure_widget:
-            try:
-                self.figure = as_widget(fig)
-            except Exception:  # no anywidget / widget frontend: keep the static figure, still updated
-                self.figure = fig
-        self.prev_button = widgets.Button(description="◀", tooltip="previous step", layout=widgets.Layout(width="44px"))
-        self.next_button = widgets.Button(description="▶", tooltip="next step", layout=widgets.Layout(width="44px"))
-        self.slider = widgets.IntSlider(value=0, min=0, max=last, description="step", continuous_update=False,
-                                        disabled=self.n_steps == 0, layout=widgets.Layout(width="520px"))
+        self.figure = live_figure(fig) if figure_widget else fig
+        self.controls = step_controls("step", self.update, (0, 0, last), disabled=self.n_steps == 0)
+        self.slider, self.prev_button, self.next_button = (self.controls.slider, self.controls.prev_button,
+                                                           self.controls.next_button)
         self.html = widgets.HTML()
-        self.prev_button.on_click(lambda _: self.step_by(-1))
-        self.next_button.on_click(lambda _: self.step_by(+1))
-        self.slider.observe(lambda change: self.update(), names="value")
-        children = [widgets.HBox([self.prev_button, self.slider, self.next_button]), self.html]
-        if isinstance(self.figure, widgets.DOMWidget):
-            children.append(self.figure)
-        self.widget = widgets.VBox(children)
+        self.widget = stepper_box([self.controls.row, self.html], self.figure)
         self.update()
 
     @property
@@ -71,7 +59,7 @@ class TraceReplayer:
         return int(self.slider.value)
 
     def step_by(self, delta: int) -> None:
-        self.slider.value = min(max(self.slider.value + delta, self.slider.min), self.slider.max)
+        self.controls.step_by(delta)
 
     def update(self) -> None:
         """Redraw the text and frame the current step in the timeline (panning the view to it)."""

@@ -3,7 +3,7 @@ and every sentence the notebook writes from its numbers: what a wider verify cos
 shape won on each prompt source, and why a tree helps where the draft is unsure and costs where it is sure.
 
 Rows are the harness's (:mod:`labkit.measure.harness`) with ``source`` and ``nodes_per_verify`` added
-(:func:`labkit.measure.tree_costs.compare_shapes`). A row is faster or slower than another only when their min–max
+(:func:`labkit.measure.costs.tree_costs.compare_shapes`). A row is faster or slower than another only when their min–max
 speedup ranges over the interleaved repetitions do not overlap; otherwise the sentence says "within the noise".
 Notation (docs/notation.md): c the draft cost and c_v the verify cost, both in plain decoding steps; tokens per
 step A + 1.
@@ -13,8 +13,9 @@ from __future__ import annotations
 from ..core.tree import children
 from ..viz.style import FIGURE_WIDTH, token_labels
 from ..viz.trees import STATUSES, mask_ticks, n_stages, tree_edges, tree_layout, tree_step_figure, tree_view
-from ..viz.widgets import as_widget, update_widget
+from ..viz.widgets import update_widget
 from .claims import compare, num, overlaps, who_wins
+from .stepper import SliderLook, live_figure, step_controls, stepper_box
 
 __all__ = ["TreeStepper", "left_top1", "pick_steps", "off_top1_sentence", "cheap_up_to", "width_sentence",
            "spec_rows", "shapes_sentence", "trade_sentence", "unsure_sentence"]
@@ -79,25 +80,14 @@ class TreeStepper:
         self.steps, self.tokenizer = steps, tokenizer
         self.step_choice = widgets.Dropdown(options=list(steps), description="tree step",
                                             layout=widgets.Layout(width="420px"), style={"description_width": "70px"})
-        self.slider = widgets.IntSlider(value=0, min=0, max=n_stages(self.step) - 1, description="stage",
-                                        continuous_update=False, layout=widgets.Layout(width="480px"))
-        narrow = widgets.Layout(width="44px")
-        self.prev_button = widgets.Button(description="◀", tooltip="previous stage", layout=narrow)
-        self.next_button = widgets.Button(description="▶", tooltip="next stage", layout=narrow)
+        self.controls = step_controls("stage", self.update, (0, 0, n_stages(self.step) - 1), what="stage",
+                                      look=SliderLook(slider_width="480px"))
+        self.slider, self.prev_button, self.next_button = (self.controls.slider, self.controls.prev_button,
+                                                           self.controls.next_button)
         self.readout = widgets.HTML()
-        fig = tree_step_figure(self.step, tokenizer, 0, width=width)
-        try:
-            self.figure = as_widget(fig)
-        except Exception:  # no widget frontend: keep the static figure, still updated
-            self.figure = fig
+        self.figure = live_figure(tree_step_figure(self.step, tokenizer, 0, width=width))
         self.step_choice.observe(lambda _: self._new_step(), names="value")
-        self.slider.observe(lambda _: self.update(), names="value")
-        self.prev_button.on_click(lambda _: self.step_by(-1))
-        self.next_button.on_click(lambda _: self.step_by(+1))
-        children_ = [self.step_choice, widgets.HBox([self.prev_button, self.slider, self.next_button]), self.readout]
-        if isinstance(self.figure, widgets.DOMWidget):
-            children_.append(self.figure)
-        self.widget = widgets.VBox(children_)
+        self.widget = stepper_box([self.step_choice, self.controls.row, self.readout], self.figure)
         self.update()
 
     @property
@@ -105,7 +95,7 @@ class TreeStepper:
         return self.steps[self.step_choice.value]
 
     def step_by(self, delta: int) -> None:
-        self.slider.value = min(max(self.slider.value + delta, self.slider.min), self.slider.max)
+        self.controls.step_by(delta)
 
     def _new_step(self) -> None:
         """A new step starts from its drafted tree (stage 0)."""
@@ -157,7 +147,7 @@ def cheap_up_to(rows: list[dict], cheap: float = 1.5) -> int | None:
 
 def width_sentence(rows: list[dict], cheap: float = 1.5) -> str:
     """What one verify forward over t_0 + N nodes costs, in plain decoding steps, from
-    :func:`labkit.measure.tree_costs.verify_width_costs`' rows: where c_v stops being cheap and the slope."""
+    :func:`labkit.measure.costs.tree_costs.verify_width_costs`' rows: where c_v stops being cheap and the slope."""
     rows = sorted(rows, key=lambda r: r["nodes"])
     first, last = rows[0], rows[-1]
     span = (f"from c_v = {first['c_v']:.2f} ({first['c_v_min']:.2f}–{first['c_v_max']:.2f}) at N = {first['nodes']} "

@@ -1,13 +1,14 @@
-"""Measuring what the engine does on this machine: ``machine`` (what it ran on), ``harness`` (the one interleaved
-timing protocol and row type), ``agreement`` (α), ``costmodel`` (c, c_v), ``analytic`` (what an acceptance pattern
-buys), ``robustness``, ``speed``, ``strategies`` and ``adaptive`` (skip strategies and draft configurations compared),
-the benchmark (``bench_methods`` what it runs, ``bench`` the run, ``bench_results`` its reader), the playground grid
-(``grid_cells``, ``grid`` the measurement, ``grid_results`` its reader), ``saturation`` and ``early_exit`` (exit
-signals, profiled exits), ``drafter_comparison``, ``gate``, ``speculative_sampling``, ``parallel``,
-``stop_signal``, ``lossless`` (every drafter under every policy against the plain loop, on any device and
-precision), ``device_bench`` (the lossless checks, a benchmark and the calibration on a GPU or any device),
-``tree_costs`` (c_v against tree nodes, tree shapes against the chain), ``cascades`` (cascades
-against the chain, each level's part per step), ``roofline`` (bytes, FLOPs and time of a block against the
-machine's roofs; c against the blocks kept, c_v against the tokens verified) and ``calibration`` (the speedup
-self-drafting will reach here, predicted and then measured), ``batch_costs`` (c and c_v per batch size, the load
-policy that drafts less as the batch grows)."""
+"""Measuring what the engine does on this machine, grouped by what is measured.
+
+At the top, what every measurement shares: ``machine`` (what it ran on), ``harness`` (the one interleaved timing
+protocol and row type), ``agreement`` (α, how often the draft agrees with the target), ``lossless`` (every drafter
+under every policy against the plain loop, on any device and precision) and ``strategy_inputs`` (a skip strategy
+built from its name and the files it reads: start set, cost model, block importance).
+
+The subpackages: ``costs`` (what a forward costs and what an acceptance pattern buys: c, c_v, the roofline, tree
+verify costs, the analytic speedup, the calibration that predicts and then measures it), ``bench`` (the side-by-side
+benchmark: what it runs, the run, its reader, the device version), ``grid`` (the playground's precomputed grid: its
+cells, the measurement, its reader), ``signals`` (what predicts a rejection or an exit: the stop signal, the
+confidence gate, saturation, early exit) and ``comparisons`` (one method beside the chain and the plain loop:
+cascades, drafters, parallel decoding, speed, adaptive skip strategies, speculative sampling, robustness across
+prompt sources)."""

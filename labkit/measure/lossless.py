@@ -4,7 +4,7 @@ against the plain loop on the same model (greedy: token-identical).
 In reduced precision the reference is the plain loop *in that precision*: the verify's argmax in bf16, not fp32's.
 A verify forward reads several tokens at once, so its matrix products can round differently from one-token steps;
 at an exact near-tie the two argmaxes could differ. The check reports every mismatch it finds rather than assume
-none; the tests (``tests/core/test_devices.py``) and the device benchmark (:mod:`labkit.measure.device_bench`)
+none; the tests (``tests/core/test_devices.py``) and the device benchmark (:mod:`labkit.measure.bench.device`)
 run it.
 """
 from __future__ import annotations

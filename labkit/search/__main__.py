@@ -29,7 +29,7 @@ from ..artifacts.prompts import BUILTIN_SOURCES
 from ..artifacts.results import BUCKET_WIDTH, ratio_buckets
 from ..core.draft_config import DraftConfig
 from ..core.skip import SkipSet
-from ..measure.costmodel import CostModel
+from ..measure.costs.costmodel import CostModel
 from .compare import check_modelled_against_measured, compare_samplers, rank_agreement
 from .export import export_results
 from .final import FinalConfig, final_check

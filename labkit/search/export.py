@@ -17,7 +17,7 @@ from ..artifacts.models import ModelIdentity
 from ..artifacts.paths import SEARCH_DIR
 from ..artifacts.results import BUCKET_WIDTH, bucket_index, ratio_buckets, search_hint
 from ..core.devices import dtype_name
-from ..measure.analytic import UNIT
+from ..measure.costs.analytic import UNIT
 from .final import FINAL_ATTR
 from .inputs import model_identity
 from .space import skip_from_params

@@ -17,7 +17,7 @@ import optuna
 
 from ..core.checks import check_int
 from ..core.draft_config import DraftConfig
-from ..measure.adaptive import compare_configs
+from ..measure.comparisons.adaptive import compare_configs
 from .inputs import SearchModel
 from .space import config_from_params
 from .storage import feasible_trials, open_storage, recorded_precision

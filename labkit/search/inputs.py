@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from ..artifacts.models import ModelIdentity, identify, load_model
 from ..core.checks import check_choice, check_int
 from ..core.devices import dtype_name, model_device, model_dtype, resolve_device, resolve_dtype
-from ..measure.costmodel import CostModel, measure_cost_model
+from ..measure.costs.costmodel import CostModel, measure_cost_model
 from .objectives import OBJECTIVES, objective_settings
 from .samplers import SAMPLERS
 from .space import check_bucket

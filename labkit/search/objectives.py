@@ -2,7 +2,7 @@
 
 - ``modelled``: teacher-forced agreement α(z) of the skip set z (:class:`~labkit.measure.agreement.AgreementProbe`)
   turned into predicted ms per token by this machine's cost model with the best draft length for that α
-  (:func:`labkit.measure.analytic.predict`): f(z) = (γ·draft_ms(z) + verify_ms[γ]) / E(α, γ). One batched
+  (:func:`labkit.measure.costs.analytic.predict`): f(z) = (γ·draft_ms(z) + verify_ms[γ]) / E(α, γ). One batched
   forward per trial.
 - ``measured``: wall clock of real greedy :func:`~labkit.core.decoding.speculative_generate` runs on a few
   held-out prompts (a fresh draft policy per trial), decode phase only (the prefill is the same for every
@@ -35,7 +35,7 @@ from ..core.forward import forward_tokens
 from ..core.policies import AdaptiveThreshold, FixedK
 from ..core.skip import SkipSet
 from ..measure.agreement import AgreementProbe
-from ..measure.analytic import predict
+from ..measure.costs.analytic import predict
 from ..measure.harness import timed
 
 __all__ = ["OBJECTIVES", "DEFAULT_SETTINGS", "ModelledObjective", "MeasuredObjective", "PricedObjective",
@@ -158,7 +158,7 @@ class MeasuredObjective:
 class PricedObjective:
     """Real greedy decoding of the choosing prompts, priced step by step by this machine's cost models (see the
     module docstring). ``cost_models``: {None: the model's own weights, "int8": int8 draft weights} as
-    :func:`~labkit.measure.costmodel.measure_cost_model` measures them."""
+    :func:`~labkit.measure.costs.costmodel.measure_cost_model` measures them."""
 
     name = "priced"
     space = "config"

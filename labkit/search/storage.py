@@ -36,7 +36,7 @@ from ..artifacts.models import ModelIdentity
 from ..artifacts.paths import RESULTS_DIR
 from ..artifacts.results import in_bucket
 from ..core.checks import check_int
-from ..measure.costmodel import CostModel
+from ..measure.costs.costmodel import CostModel
 from .space import skip_from_params, space_param_names
 
 __all__ = ["DEFAULT_STORAGE", "STUDY_MARKER", "CALIBRATION_ATTR", "HEARTBEAT_INTERVAL_S", "GRACE_PERIOD_S",

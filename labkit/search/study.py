@@ -18,8 +18,8 @@ import optuna
 from ..artifacts.results import greedy_path_sets, in_bucket
 from ..core.draft_config import DraftConfig
 from ..core.skip import SkipSet
-from ..measure.analytic import UNIT
-from ..measure.costmodel import CostModel
+from ..measure.costs.analytic import UNIT
+from ..measure.costs.costmodel import CostModel
 from .inputs import SearchConfig, SearchModel
 from .objectives import build_objective
 from .space import params_from_config, params_from_skip, warm_start_configs, warm_start_sets

@@ -26,12 +26,12 @@ from tqdm.auto import tqdm
 
 from ..artifacts import arguments
 from ..artifacts.arguments import add_config_options, command_parser
-from ..artifacts.models import fingerprint, load_medusa_heads, load_model, medusa_heads_folder, model_key
+from ..artifacts.models import fingerprint, load_model, medusa_heads_folder, model_key
 from ..artifacts.paths import CHECKPOINTS_DIR
 from ..core.medusa import MedusaHeads, model_signature
 from .draft_head import continuations, training_windows
 
-__all__ = ["MedusaConfig", "heads_folder", "load_heads", "hidden_and_labels", "head_agreement", "fit_heads", "main"]
+__all__ = ["MedusaConfig", "hidden_and_labels", "head_agreement", "fit_heads", "main"]
 
 
 @dataclass
@@ -49,19 +49,6 @@ class MedusaConfig:
     holdout: float = 0.05
     seed: int = 0
     corpus_root: str = ""          # "" = this Python's standard library
-
-
-def heads_folder(name_or_path: str | Path = "default") -> Path:
-    """Where a model's heads live: ``<model folder>/medusa_heads``
-    (:func:`labkit.artifacts.models.medusa_heads_folder`)."""
-    return medusa_heads_folder(name_or_path)
-
-
-def load_heads(name_or_path: str | Path, model) -> MedusaHeads:
-    """The heads fitted for a model (shipped name or folder), checked against ``model`` (ValueError if they belong
-    to another); FileNotFoundError saying how to fit them when the model has none
-    (:func:`labkit.artifacts.models.load_medusa_heads`)."""
-    return load_medusa_heads(name_or_path, model)
 
 
 @torch.no_grad()
@@ -156,7 +143,7 @@ def main(argv: list[str] | None = None) -> Path:
                   "model_fingerprint": fingerprint(cfg.model), **record,
                   "seconds": round(time.perf_counter() - t0, 1), "torch": torch.__version__,
                   "machine": platform.machine()}
-    folder = heads.save(heads_folder(cfg.model))
+    folder = heads.save(medusa_heads_folder(cfg.model))
     fitted = ", ".join(f"{a:.3f}" for a in record["held_out_agreement"]["fitted"])
     print(f"{cfg.n_heads} Medusa heads written to {folder}: held-out top-1 agreement per head {fitted}; "
           f"loss {record['loss_first_last'][0]:.3f} -> {record['loss_first_last'][1]:.3f} in "

@@ -1,7 +1,7 @@
 """MODEL_CARD.md for a trained lab model, written from the facts recorded beside it.
 
 Facts come from ``training.json`` (written by :mod:`labkit.training.loop`) and, when present,
-``robustness.json`` (written by :mod:`labkit.measure.robustness`); nothing is typed in by hand.
+``robustness.json`` (written by :mod:`labkit.measure.comparisons.robustness`); nothing is typed in by hand.
 """
 from __future__ import annotations
 

@@ -9,7 +9,7 @@ import plotly.graph_objects as go
 
 from ..core.skip import SkipSet
 from ..measure.agreement import TokenComparison
-from ..measure.robustness import agreement_at_ratio, elimination_frame
+from ..measure.comparisons.robustness import agreement_at_ratio, elimination_frame
 from .style import MODEL_COLORS, PALETTE, visible
 
 __all__ = ["single_block_figure", "redundancy_figure", "token_comparison_html"]

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from ..measure.bench_results import is_number, upgrade_row
+from ..measure.bench.results import is_number, upgrade_row
 from .style import PALETTE
 
 __all__ = ["TEACHING_ROWS", "teaching_rows", "bench_figure"]

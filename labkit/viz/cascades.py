@@ -1,5 +1,5 @@
 """Cascades drawn: what each level of a cascade proposed, what the level above it kept, and what it drafted itself,
-per step (from ``StepRecord.levels``, summed by :func:`labkit.measure.cascades.level_parts`).
+per step (from ``StepRecord.levels``, summed by :func:`labkit.measure.comparisons.cascades.level_parts`).
 
 A level k proposes tokens to the level above (the top: to the target); the level above verifies them with one
 forward, keeps a prefix and adds one token of its own (a replacement or a bonus). Kept ÷ proposed is the level
@@ -21,9 +21,9 @@ _NAMES = {"proposed": "proposed to the level above", "accepted": "kept by the le
 
 
 def level_parts_figure(parts: list[dict]) -> go.Figure:
-    """One panel per cascade (``parts``: dicts of :func:`~labkit.measure.cascades.level_parts` with ``cascade``
-    set), the levels cheapest first on x, three bars per level: tokens proposed, kept by the level above (the top:
-    by the target) and drafted itself, per step; each level's kept share and ms per forward above its bars."""
+    """One panel per cascade (``parts``: dicts of :func:`~labkit.measure.comparisons.cascades.level_parts` with
+    ``cascade`` set), the levels cheapest first on x, three bars per level: tokens proposed, kept by the level above
+    (the top: by the target) and drafted itself, per step; each level's kept share and ms per forward above its bars."""
     labels = list(dict.fromkeys(p["cascade"] for p in parts))
     if not labels:
         raise ValueError("no cascade levels to draw")

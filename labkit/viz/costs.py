@@ -8,8 +8,8 @@ from collections.abc import Mapping, Sequence
 import plotly.graph_objects as go
 
 from ..core.skip import SkipSet
-from ..measure.analytic import UNIT, predicted_cost_frame
-from ..measure.costmodel import verify_cost_in_steps
+from ..measure.costs.analytic import UNIT, predicted_cost_frame
+from ..measure.costs.costmodel import verify_cost_in_steps
 from .style import MODEL_COLORS, PALETTE
 
 __all__ = ["cost_breakdown_figure", "verify_cost_figure", "predicted_cost_figure"]

@@ -131,7 +131,7 @@ def fixed_per_iteration_figure(traces: dict[str, list[JacobiTrace]], *, width: i
 
 
 def decoder_comparison_figure(frame, *, width: int = FIGURE_WIDTH, height: int = 430) -> go.Figure:
-    """Two panels over the methods of :func:`labkit.measure.parallel.compare_decoders`: target forwards per
+    """Two panels over the methods of :func:`labkit.measure.comparisons.parallel.compare_decoders`: target forwards per
     generated token, and wall-clock speedup over the first (reference) method with its min–max spread."""
     methods = list(frame.index)
     fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.28,

@@ -1,7 +1,7 @@
 """The playground's figures: accepted / drafted, tokens per step and speedup against the skip ratio and the
 threshold (notation: docs/notation.md).
 
-Each builder reads a :class:`~labkit.measure.grid.PlaygroundGrid` (measured beforehand) and returns a figure;
+Each builder reads a :class:`~labkit.measure.grid.run.PlaygroundGrid` (measured beforehand) and returns a figure;
 :func:`panel_xy` gives the x/y of every trace for a setting and :func:`panel_errors` the speedup's min-max over
 repetitions (error bars), so a widget can update the figure in place. Every curve is a slice of one draft
 weights' cells (fp32 or int8: the setting's); each panel's y range is fitted to what it draws (:func:`axis_ranges`),
@@ -17,7 +17,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from ..measure.grid_results import PlaygroundGrid, Setting
+from ..measure.grid.results import PlaygroundGrid, Setting
 from .style import MODEL_COLORS, PALETTE
 
 __all__ = ["PANELS", "panel_xy", "panel_errors", "playground_figure", "heatmap_figure", "model_comparison_figure",

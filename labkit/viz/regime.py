@@ -2,8 +2,8 @@
 diagonal c = kept), c_v against the tokens a verify reads, the analytic limit against α and γ, and a calibration's
 prediction beside its measurement.
 
-Rows are those of :mod:`labkit.measure.roofline` and :mod:`labkit.measure.calibration`; a figure that compares
-models or precisions takes ``{label: rows}`` and gives each label one colour, in order.
+Rows are those of :mod:`labkit.measure.costs.roofline` and :mod:`labkit.measure.costs.calibration`; a figure that
+compares models or precisions takes ``{label: rows}`` and gives each label one colour, in order.
 Notation (docs/notation.md): c the cost of one drafted token and c_v of one verify forward, in plain decoding
 steps; α the per-token acceptance probability; γ the tokens drafted per step.
 """
@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 
 import plotly.graph_objects as go
 
-from ..measure.roofline import best_limit
+from ..measure.costs.analytic import best_limit
 from .style import MODEL_COLORS, PALETTE
 
 __all__ = ["roofline_figure", "draft_cost_figure", "verify_cost_figure", "limit_by_alpha_figure", "limit_gamma_data",
@@ -39,7 +39,7 @@ def roofline_figure(points: Sequence[dict], ceilings: Mapping[str, object]) -> g
     """Achieved GFLOP/s against arithmetic intensity (FLOP/byte), both axes logarithmic: the roofline
     min(peak, bandwidth × intensity) of each ceiling (``{label: Ceiling}``; solid the first, dashed the others),
     the first ceiling's cache roof (dotted: what a working set that fits the largest cache can stream at), and every
-    measured block (``points``: rows of :func:`labkit.measure.roofline.roofline_points`), one colour per
+    measured block (``points``: rows of :func:`labkit.measure.costs.roofline.roofline_points`), one colour per
     ``regime``, circles for attention and squares for MLP blocks (labelled with their token count T)."""
     fig = go.Figure()
     xs = [p["intensity"] for p in points]
@@ -83,7 +83,7 @@ def _error(rows, key):
 
 
 def draft_cost_figure(curves: Mapping[str, Sequence[dict]], band: float = 0.1) -> go.Figure:
-    """c against the fraction of blocks kept (rows of :func:`labkit.measure.roofline.draft_cost_curve` per
+    """c against the fraction of blocks kept (rows of :func:`labkit.measure.costs.roofline.draft_cost_curve` per
     label; the uniform layer skips only), with the min–max of the per-round ratios, the diagonal c = kept (time in
     proportion to the blocks kept) and a band of ± ``band`` around it."""
     fig = go.Figure()
@@ -105,7 +105,7 @@ def draft_cost_figure(curves: Mapping[str, Sequence[dict]], band: float = 0.1) -
 
 def verify_cost_figure(curves: Mapping[str, Sequence[dict]]) -> go.Figure:
     """c_v against the tokens one verify forward reads (log axis; rows of
-    :func:`labkit.measure.roofline.verify_cost_curve` per label), with the min–max of the per-round ratios and
+    :func:`labkit.measure.costs.roofline.verify_cost_curve` per label), with the min–max of the per-round ratios and
     the line c_v = 1 (a verify that costs one plain step)."""
     fig = go.Figure()
     labels = list(curves)

@@ -15,7 +15,7 @@ import torch
 from plotly.subplots import make_subplots
 
 from ..core.sampling import residual_distribution
-from ..measure.speculative_sampling import acceptance_probability, alpha, total_variation
+from ..measure.comparisons.speculative_sampling import acceptance_probability, alpha, total_variation
 from .style import FIGURE_WIDTH, PALETTE
 from .timeline import header, plotly_text
 
@@ -198,7 +198,8 @@ def monte_carlo_figure(p: torch.Tensor, rows: list[dict], labels: dict[int, str]
 
 
 def temperature_view(sweep, curve: tuple[list[float], list[float]] | None = None) -> dict:
-    """Lists for :func:`temperature_figure` from :func:`~labkit.measure.speculative_sampling.temperature_sweep`."""
+    """Lists for :func:`temperature_figure` from
+    :func:`~labkit.measure.comparisons.speculative_sampling.temperature_sweep`."""
     col = lambda name: [float(v) for v in sweep[name]]                       # noqa: E731
     view = {name: col(name) for name in ("temperature", "measured_alpha", "predicted_alpha", "tokens_per_step",
                                          "expected_tokens_per_step", "measured_speedup", "speedup_min",

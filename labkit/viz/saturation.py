@@ -8,7 +8,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from ..measure.saturation import CALM_SIGNALS, Saturation
+from ..measure.signals.saturation import CALM_SIGNALS, Saturation
 from .style import FIGURE_WIDTH, MODEL_COLORS, PALETTE, visible
 
 __all__ = ["saturation_curves_figure", "lens_heatmap_figure", "exit_roc_figure", "SIGNAL_COLORS"]

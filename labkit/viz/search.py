@@ -18,7 +18,7 @@ import optuna
 import plotly.graph_objects as go
 
 from ..core.skip import SkipSet
-from ..measure.analytic import UNIT
+from ..measure.costs.analytic import UNIT
 from .style import PALETTE
 
 __all__ = ["optimization_history", "param_importances", "skip_mask_heatmap", "best_so_far_figure", "rank_scatter",

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import plotly.graph_objects as go
 
-from ..measure.adaptive import PLAIN
+from ..measure.comparisons.adaptive import PLAIN
 from .style import FIGURE_WIDTH, PALETTE
 
 __all__ = ["source_color", "agreement_figure", "acceptance_figure", "speedup_figure", "overhead_figure",
@@ -129,7 +129,7 @@ def set_timeline_figure(steps: Sequence[int], matrix: Sequence[Sequence[int]], n
                         title: str = "Which blocks each step's draft skipped") -> go.Figure:
     """Steps across, the 2L blocks down: orange where that step's draft skipped the block, pale blue where it
     kept it, grey where no self-draft ran (prompt lookup, or nothing drafted). ``steps``/``matrix`` from
-    :func:`labkit.measure.adaptive.set_timeline`."""
+    :func:`labkit.measure.comparisons.adaptive.set_timeline`."""
     fig = go.Figure(go.Heatmap(
         z=[list(row) for row in matrix], x=list(steps), y=block_labels(n_layers), zmin=-1, zmax=1,
         colorscale=TIMELINE_COLORSCALE, xgap=1, ygap=1, showscale=False,

@@ -217,7 +217,7 @@ def short_label(method: str) -> str:
 
 def shapes_figure(rows: list[dict]) -> go.Figure:
     """Speedup over the plain loop with min–max error bars (left) and tokens per step against nodes per verify
-    (right), one colour per prompt source; ``rows`` from :func:`labkit.measure.tree_costs.compare_shapes`."""
+    (right), one colour per prompt source; ``rows`` from :func:`labkit.measure.costs.tree_costs.compare_shapes`."""
     fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.12,
                         subplot_titles=("speedup over the plain loop (min–max)", "tokens per step vs nodes per verify"))
     for source in dict.fromkeys(r["source"] for r in rows):

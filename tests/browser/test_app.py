@@ -60,7 +60,7 @@ def app_url(browser, tmp_path_factory):
 def local():
     """The playground the page should show, built here from the same grids and parameters."""
     from labkit.lessons.playground import Playground
-    from labkit.measure.grid import load_grid
+    from labkit.measure.grid.run import load_grid
 
     grids = {name: load_grid(name, REPO / "data" / "playground") for name in ("default", "plain")}
     lab = Playground(grids, model="default", live_prompts=2, live_tokens=48)

@@ -5,7 +5,7 @@ import torch
 
 from labkit import SkipSet, autoregressive_generate, speculative_generate
 from labkit.core.architectures import SUPPORTED_ARCHITECTURES, check_mask_free_drafting, check_supported, n_layers
-from labkit.measure.strategies import block_importance, skip_strategy, strategy_cost_model
+from labkit.measure.strategy_inputs import block_importance, skip_strategy, strategy_cost_model
 
 from tiny_models import ARCHITECTURES, tiny_model
 

@@ -86,13 +86,17 @@ def test_verdict_carries_start_hidden_states_and_the_target_confidence(model):
     draft = Draft(tokens=[5, 6])
     logits, hidden = forward_with_hidden_states(state, draft)
     assert len(hidden) == N_LAYERS + 1 and hidden[-1].shape == (3, model.config.hidden_size)
-    verdict = verify(state, logits, draft, keep_p=True, hidden_states=hidden)
+    verdict = verify(state, logits, draft, hidden_states=hidden)
     assert isinstance(verdict, Verdict) and verdict.start == state.position == 6 and verdict.hidden_states is hidden
     n, token = verify_greedy(logits, draft.tokens)
     assert (verdict.n_accepted, verdict.next_token) == (n, token)
-    assert verdict.p.shape == (3, VOCAB) and verdict.target_confidence == pytest.approx(float(verdict.p[n].max()))
-    lean = verify(state, logits, draft, keep_p=False)
-    assert lean.p is None and lean.hidden_states is None and lean.target_confidence == verdict.target_confidence
+    assert verdict.p is None                                  # greedy computes no (γ+1) x V softmax unasked
+    full = verdict.probs()
+    assert full.shape == (3, VOCAB) and verdict.target_confidence == pytest.approx(float(full[n].max()), rel=1e-5)
+    p_drafted = verdict.p_of([0, 1], draft.tokens)            # the trace's p, from the drafted rows alone
+    assert p_drafted == pytest.approx([float(full[0, 5]), float(full[1, 6])], rel=1e-5)
+    lean = verify(state, logits, draft)
+    assert lean.hidden_states is None and lean.target_confidence == verdict.target_confidence
 
 
 @torch.inference_mode()   # as speculative_generate runs it
@@ -113,7 +117,7 @@ def test_accept_emits_the_kept_prefix_and_the_target_token_and_keeps_the_cache_i
     drafted = truth[:n_right] + ([(truth[n_right] + 1) % VOCAB] if n_right < 4 else [])
     logits, _ = target_forward(state, drafted)
     draft = Draft(tokens=list(drafted))
-    verdict = verify(state, logits, draft, keep_p=False)
+    verdict = verify(state, logits, draft)
     assert verdict.n_accepted == n_right
     new, kind = accept(state, draft, verdict)
     assert new == truth[:n_right + 1] and kind == ("bonus" if n_right == len(drafted) else "replacement")
@@ -128,7 +132,7 @@ def test_accept_realigns_a_cache_left_uneven_by_a_skipped_draft(model):
         draft = drafter.draft(state, 4, FixedK(4))
         assert len(set(layer_lengths(state.cache))) > 1                 # skipped attention appended nothing
         logits, _ = (draft.forward or full_forward)(state, draft)
-        verdict = verify(state, logits, draft, keep_p=False)
+        verdict = verify(state, logits, draft)
         accept(state, draft, verdict)
     assert layer_lengths(state.cache) == [len(state.tokens) - 1] * N_LAYERS
 
@@ -140,7 +144,7 @@ def test_an_accepted_eos_ends_the_step_without_a_target_token(model):
     drafted = truth[:2]
     logits, _ = target_forward(state, drafted)
     draft = Draft(tokens=list(drafted))
-    verdict = verify(state, logits, draft, keep_p=False)
+    verdict = verify(state, logits, draft)
     new, kind = accept(state, draft, verdict)
     assert (new, kind) == (truth[:2], "none")
     assert layer_lengths(state.cache) == [len(state.tokens) - 1] * N_LAYERS

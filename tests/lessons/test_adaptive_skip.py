@@ -13,7 +13,7 @@ from labkit.lessons.adaptive_skip import (
     where_each_wins,
     winner_sentence,
 )
-from labkit.measure.adaptive import PLAIN
+from labkit.measure.comparisons.adaptive import PLAIN
 
 
 def frame(rows):

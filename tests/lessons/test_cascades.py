@@ -1,6 +1,6 @@
 """Notebook 10's cascade sentences turn with their data: inside the noise, outside it, either way."""
 from labkit.lessons import cascades as lc
-from labkit.measure.cascades import CHAIN
+from labkit.measure.comparisons.cascades import CHAIN
 
 LOOKUP, AGGR, DYN = "lookup > shipped", "aggressive int8 > shipped", "lookup > aggressive > shipped, dynamic"
 

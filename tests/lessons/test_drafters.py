@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 
 from labkit.lessons import drafters as lesson
-from labkit.measure.saturation import Saturation
+from labkit.measure.signals.saturation import Saturation
 from labkit.viz.style import FIGURE_WIDTH
 
 

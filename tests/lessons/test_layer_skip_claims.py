@@ -134,7 +134,7 @@ def test_pooling_sentence_describes_the_bars_it_is_given():
 
 
 def tradeoff_model():
-    from labkit.measure.costmodel import CostModel
+    from labkit.measure.costs.costmodel import CostModel
     return CostModel(n_layers=2, fixed_ms=0.5, attention_ms=[0.2, 0.2], mlp_ms=[0.2, 0.2], layer_ms=[0.1, 0.1],
                      verify_ms=[2.0 + 0.1 * k for k in range(6)], full_step_ms=1.9)
 

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from labkit.lessons import playground as pgl
-from labkit.measure import grid as pgm
+from labkit.measure.grid import run as pgm
 from labkit.viz import playground as pgv
 
 from tiny_grid import CONFIG, N_LAYERS, PROMPTS, SETS, grid, grid_data, tiny  # noqa: F401 (fixtures)
@@ -273,7 +273,7 @@ def test_playground_axes_show_the_effect_and_hold_one():
 
 
 def test_bench_figure_keeps_the_teaching_rows_against_the_plain_loop():
-    from labkit.measure.bench import load_results
+    from labkit.measure.bench.run import load_results
     from labkit.viz.bench import bench_figure, teaching_rows
 
     rows = load_results()["greedy"]

@@ -6,7 +6,7 @@ from types import SimpleNamespace
 import pytest
 
 from labkit.lessons import regime as lr
-from labkit.measure.roofline import Ceiling
+from labkit.measure.costs.roofline import Ceiling
 
 CEILING = Ceiling(device="cpu", dtype="float32", threads=1, bandwidth_gbs=20.0, cache_gbs=100.0, gflops=80.0,
                   copy_mb=256.0, cache_copy_mb=4.0, cache_bytes=32 * 2 ** 20, matmul_n=1024)

@@ -9,7 +9,7 @@ import torch
 from labkit import SkipSet
 from labkit.artifacts.paths import MODELS_DIR, NOTEBOOK_DIR
 from labkit.lessons import speculative_sampling as lesson
-from labkit.measure import speculative_sampling as ss
+from labkit.measure.comparisons import speculative_sampling as ss
 from labkit.viz.sampling import CURRENT_T, temperature_view
 
 from tiny_models import tiny_model

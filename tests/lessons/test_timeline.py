@@ -9,7 +9,7 @@ from labkit import SkipSet
 from labkit.artifacts import models as amod
 from labkit.artifacts import prompts as aprm
 from labkit.lessons import timeline as tll
-from labkit.measure import speed as spd
+from labkit.measure.comparisons import speed as spd
 from labkit.viz import timeline as tlv
 
 from tiny_models import tiny_model

@@ -100,3 +100,18 @@ def test_methods_are_data_and_arguments_are_checked(model):
         h.run_interleaved([plain(model), plain(model)], PROMPTS, max_new_tokens=4)
     with pytest.raises(ValueError, match="prompt"):
         h.run_interleaved([plain(model)], [], max_new_tokens=4)
+
+
+def test_jacobi_record_reads_iterations_as_steps():
+    import torch
+
+    from labkit import jacobi_generate
+    from labkit.measure.harness import record_of
+
+    model = tiny_model("llama", n_layers=2, vocab_size=97)
+    result = jacobi_generate(model, torch.tensor([[1, 2, 3]]), 15, block_size=5, init="repeat")
+    rec = record_of(result, 0.5, 3)
+    its = result.trace.iterations
+    assert rec.steps == len(its) and rec.n_new == 15
+    assert rec.accepted + rec.steps == 15                       # each iteration: confirmed guesses + 1 token
+    assert rec.drafted == sum(it.width - 1 for it in its)

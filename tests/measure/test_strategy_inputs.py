@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from labkit import SkipSet
-from labkit.measure import strategies
+from labkit.measure import strategy_inputs as strategies
 
 from tiny_models import ToyTokenizer, tiny_model
 

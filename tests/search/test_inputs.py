@@ -9,7 +9,7 @@ import pytest
 import labkit.artifacts.models as models
 from labkit.artifacts.models import fingerprint, identify
 from labkit.artifacts.paths import SEARCH_DIR
-from labkit.measure.costmodel import CostModel
+from labkit.measure.costs.costmodel import CostModel
 from labkit.search import SearchConfig, SearchModel, run_search
 from labkit.search.__main__ import main
 from labkit.search.objectives import DEFAULT_SETTINGS

@@ -7,7 +7,7 @@ import optuna
 import pytest
 import torch
 
-from labkit.measure.costmodel import CostModel
+from labkit.measure.costs.costmodel import CostModel
 from labkit.search import SearchConfig, SearchModel, export_results, run_search
 from labkit.search.__main__ import main
 from labkit.search.storage import (

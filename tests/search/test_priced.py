@@ -7,7 +7,7 @@ import torch
 
 from labkit import DraftConfig, SkipSet
 from labkit.artifacts.results import best_config
-from labkit.measure.costmodel import CostModel, measure_cost_model
+from labkit.measure.costs.costmodel import CostModel, measure_cost_model
 from labkit.search import SearchConfig, export_results, run_search
 from labkit.search.final import FinalConfig, final_check, top_configs
 from labkit.search.objectives import PricedObjective, _decode_all

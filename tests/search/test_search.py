@@ -17,7 +17,7 @@ import pytest
 
 from labkit import SkipSet
 from labkit.artifacts.results import best_skip_set, ratio_buckets
-from labkit.measure.costmodel import CostModel
+from labkit.measure.costs.costmodel import CostModel
 from labkit.search import (
     SearchConfig,
     export_results,

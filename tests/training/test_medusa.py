@@ -5,8 +5,9 @@ import torch
 
 import labkit.training.medusa as fitting
 from labkit import autoregressive_generate, load_model
+from labkit.artifacts.models import load_medusa_heads
 from labkit.core.medusa import MedusaHeads, model_signature
-from labkit.training.medusa import MedusaConfig, fit_heads, head_agreement, hidden_and_labels, load_heads
+from labkit.training.medusa import MedusaConfig, fit_heads, head_agreement, hidden_and_labels
 
 from tiny_models import tiny_model
 
@@ -57,7 +58,7 @@ def test_the_command_line_checks_its_numbers():
 
 def test_the_heads_shipped_with_default_fit_it():
     model, _ = load_model("default")
-    heads = load_heads("default", model)
+    heads = load_medusa_heads("default", model)
     assert heads.signature == model_signature(model) and 3 <= heads.n_heads <= 4
     record = heads.info["held_out_agreement"]
     assert record["fitted"][0] > record["untrained"][0]                        # head 1 learnt something

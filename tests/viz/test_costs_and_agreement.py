@@ -5,9 +5,10 @@ import pytest
 
 from labkit import SkipSet
 from labkit.measure import agreement as agr
-from labkit.measure import analytic as ana
 from labkit.measure.agreement import AgreementProbe
-from labkit.measure.costmodel import measure_cost_model
+from labkit.measure.costs import analytic as ana
+from labkit.measure.costs.analytic import predict
+from labkit.measure.costs.costmodel import measure_cost_model
 from labkit.viz import agreement as agrv
 from labkit.viz import costs as costv
 from labkit.viz.style import PALETTE
@@ -112,3 +113,50 @@ def test_token_comparison_html(tiny):
         agrv.TokenComparison([1], [lt], [lt], [lt], SkipSet()), ToyTokenizer())
     with pytest.raises(ValueError):
         agrv.token_comparison_html(c, ToyTokenizer(), per_row=0)
+
+
+def test_verify_cost_in_steps():
+    cm = toy_cost_model()
+    assert costv.verify_cost_in_steps(cm, 1) == 1.0
+    assert costv.verify_cost_in_steps(cm, 5) == pytest.approx(9.0 / 7.0)
+    for bad, error in ((0, ValueError), (6, ValueError), (True, TypeError), (2.0, TypeError)):
+        with pytest.raises(error, match="n_tokens must be an integer in"):
+            costv.verify_cost_in_steps(cm, bad)
+
+
+def test_elimination_frame_and_agreement_at_ratio(paths):
+    df = agrv.elimination_frame(paths, 4)
+    assert len(df) == 2 * 9
+    a = df[df.model == "a"].reset_index(drop=True)
+    assert a.loc[0, "agreement"] == 1.0 and a.loc[0, "n_skipped"] == 0 and a.loc[0, "added"] == ""
+    assert list(a["n_skipped"]) == list(range(9)) and a.loc[8, "ratio"] == 1.0
+    assert all(name.startswith(("attention ", "MLP ")) for name in a["added"][1:])
+    assert len(set(a["added"][1:])) == 8                                  # each block removed once
+    path = paths["a"]
+    assert agrv.agreement_at_ratio(path, 4, 0.5) == path[3][1]
+    assert agrv.agreement_at_ratio(path, 4, 0.0) == 1.0
+    assert agrv.agreement_at_ratio(path, 4, 1.0) == path[-1][1]
+    with pytest.raises(ValueError):
+        agrv.agreement_at_ratio(path, 4, 1.5)
+    with pytest.raises(ValueError):
+        agrv.agreement_at_ratio(path[:2], 4, 0.5)                          # the path stops before 4 skipped
+    with pytest.raises(ValueError):
+        agrv.elimination_frame({"x": []}, 4)
+    with pytest.raises(TypeError):
+        agrv.elimination_frame({"x": [("attention 1", 0.5)]}, 4)
+    with pytest.raises(ValueError):
+        agrv.elimination_frame({"x": [(SkipSet(mlp=[7]), 0.5)]}, 4)        # layer 7 of a 4-layer model
+
+
+def test_predicted_cost_frame_matches_predict(paths):
+    cm = toy_cost_model()
+    df = costv.predicted_cost_frame(cm, paths["a"], alphas=(0.5, 0.9), label="a")
+    assert len(df) == 9 * 3
+    measured = df[df.alpha_source == "measured"].reset_index(drop=True)
+    assert measured.loc[0, "alpha"] == 1.0 and measured.loc[0, "n_skipped"] == 0
+    skip, alpha = paths["a"][2]
+    p = predict(cm, skip, alpha)
+    row = measured[measured.n_skipped == 3].iloc[0]
+    assert row["ms_per_token"] == pytest.approx(p.ms_per_token) and row["gamma"] == p.gamma
+    fixed = df[(df.alpha_source == "fixed") & (df.alpha == 0.9)]
+    assert list(fixed["ms_per_token"]) == sorted(fixed["ms_per_token"], reverse=True)   # fixed alpha: skipping pays

@@ -5,7 +5,7 @@ import plotly.graph_objects as go
 import pytest
 
 from labkit.lessons.drafters import FAMILY_METHODS, LAB_CHAPTERS
-from labkit.measure.saturation import exit_signal_rocs, fit_exit_classifier, measure_saturation
+from labkit.measure.signals.saturation import exit_signal_rocs, fit_exit_classifier, measure_saturation
 from labkit.viz import drafters as vd
 from labkit.viz import saturation as vs
 from labkit.viz.style import FIGURE_WIDTH

@@ -5,7 +5,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from labkit.measure.roofline import Ceiling
+from labkit.measure.costs.roofline import Ceiling
 from labkit.viz import regime as vr
 
 CEILING = Ceiling(device="cpu", dtype="float32", threads=1, bandwidth_gbs=20.0, cache_gbs=100.0, gflops=80.0,

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from labkit import jacobi_generate
-from labkit.measure import speculative_sampling as ss
+from labkit.measure.comparisons import speculative_sampling as ss
 from labkit.viz import jacobi as vj
 from labkit.viz import sampling as vs
 from labkit.viz.style import FIGURE_WIDTH

@@ -2,7 +2,7 @@
 import pandas as pd
 import pytest
 
-from labkit.measure.adaptive import PLAIN
+from labkit.measure.comparisons.adaptive import PLAIN
 from labkit.viz.strategies import (
     acceptance_figure,
     agreement_figure,

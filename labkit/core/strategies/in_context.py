@@ -47,7 +47,7 @@ def replay_layer(model, layer: int, kwargs: dict, index: int, hidden: torch.Tens
     fork = fork_cache(model, cache, position, hidden.shape[0], layers={layer})
     call = {}
     for key, value in kwargs.items():
-        if key in ("past_key_values", "cache"):                                  # its name before / since 5.24
+        if key == "cache":
             value = fork
         elif key == "attention_mask":
             value = None

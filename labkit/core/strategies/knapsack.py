@@ -21,7 +21,7 @@ __all__ = ["BlockCosts", "KnapsackStrategy", "knapsack", "knapsack_set"]
 @dataclass
 class BlockCosts:
     """Milliseconds a forward spends per block (what skipping saves) and per verification, as a latency model
-    gives them (:class:`labkit.measure.costmodel.CostModel` has these fields; any object or mapping with them
+    gives them (:class:`labkit.measure.costs.costmodel.CostModel` has these fields; any object or mapping with them
     does: core does not import measure)."""
 
     attention_ms: list[float]

@@ -1,0 +1,4 @@
+"""One method beside the chain and the plain loop, interleaved through :mod:`labkit.measure.harness`: ``cascades``,
+``drafters`` (every drafter), ``parallel`` (Jacobi and lookup decoding), ``speed`` (a skip set's wall-clock speedup),
+``adaptive`` (skip strategies and draft configurations), ``speculative_sampling`` (the acceptance rules while
+sampling) and ``robustness`` (α and the predicted speedup across prompt sources)."""
