@@ -49,15 +49,7 @@ from ..agreement import AgreementProbe
 from ..harness import Decoder, Method, Stopwatch, frame, run_interleaved, summarise
 from ..machine import machine_info
 from .analytic import interpolate_cv
-from .roofline import (
-    draft_cost_curve,
-    inner_for,
-    interpolate_cv,
-    prefill_cost,
-    uniform_layer_skip,
-    verify_cost_curve,
-    widened_model,
-)
+from .roofline import draft_cost_curve, inner_for, prefill_cost, uniform_layer_skip, verify_cost_curve, widened_model
 
 __all__ = ["Calibration", "calibrate", "expected_run", "predict_speedup", "main"]
 
