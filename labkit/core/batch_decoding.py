@@ -284,7 +284,7 @@ def _step(state: BatchState, spec: _Spec, policies, hidden, budgets, config: Bat
     drafts = [d if d is not None else Draft() for d in drafts]
     logits, last_hidden, new = _verify_forward(state, drafts, spec.heads is not None)
     counts.forwards += 1
-    verdicts = [verify(_row_state(state, i), logits[i, : 1 + len(d)], d, keep_p=state.warp.do_sample)
+    verdicts = [verify(_row_state(state, i), logits[i, : 1 + len(d)], d)
                 for i, d in enumerate(drafts)]
     if config.ragged == "shortest":                 # every row keeps as many drafted tokens as the fewest kept
         least = min(v.n_accepted for v in verdicts)

@@ -147,7 +147,7 @@ def test_a_wrong_acceptance_rule_is_caught(monkeypatch):
     warp = WARPS[0]
     dist = exact_two_token_distribution(target, warp, n_tokens=3)
 
-    def accept_all(state, logits, draft, *, keep_p, hidden_states=None):
+    def accept_all(state, logits, draft, *, hidden_states=None):
         p = state.warp.probs(logits)
         return Verdict(len(draft), sample(p[len(draft)], state.generator), p, 1.0, None, state.position)
 
