@@ -17,7 +17,7 @@ from ..measure.grid import measure_live
 from ..measure.grid_results import PlaygroundGrid, Setting
 from ..viz.playground import PANELS, axis_ranges, figure_title, fmt, panel_errors, panel_xy, playground_figure
 from ..viz.widgets import as_widget, update_widget
-from .playground_claims import guiding_answers
+from .playground_claims import guiding_answers, live_verdict
 
 __all__ = ["presets", "presets_frame", "guiding_answers", "Playground"]
 
@@ -112,7 +112,8 @@ class Playground:
         name = model if model is not None else next(iter(self.grids))
         if name not in self.grids:
             raise KeyError(f"no grid for model {name!r} (have: {', '.join(self.grids)})")
-        start = self.grids[name].nearest()
+        start = self.grids[name].best()[0]                   # open on the grid's fastest cell
+        self._status_for = None                              # the (model, setting) the status line speaks of
         self._build_controls(name, start)
         self.figure = as_widget(playground_figure(self.grids[name], start, self.live[name]))
         self.widget = self._layout()
@@ -213,6 +214,7 @@ class Playground:
             raise KeyError(f"unknown preset {name!r} (have: {', '.join(table)})")
         self.set(table[name])
         self.status.value = f"preset <b>{html.escape(name)}</b>: {html.escape(self.setting.describe())}"
+        self._status_for = (self.model_name, self.setting)
         return self.setting
 
     def _changed(self) -> None:
@@ -255,6 +257,8 @@ class Playground:
         layout = {"title.text": figure_title(grid, s), **axis_ranges(grid, s, self.live[self.model_name])}
         update_widget(self.figure, traces, layout=layout)         # y ranges follow the slice (viz.playground)
         self.readout.value = self._readout_html(grid, s)
+        if self._status_for != (self.model_name, s):              # a preset's or live run's line is about its cell
+            self.status.value, self._status_for = "", None
 
     def _readout_html(self, grid: PlaygroundGrid, s: Setting) -> str:
         cell = grid.cell(s)
@@ -290,7 +294,7 @@ class Playground:
             f"{p['device']}, {p['dtype']}, "
         return (f"<br><b>live run</b> ({p['n_prompts']} prompts × {p['max_new_tokens']} tokens, {where}"
                 f"{p['measured_at']}): speedup {fmt(p['speedup'])}× ({fmt(p['speedup_min'])}–"
-                f"{fmt(p['speedup_max'])}) = {fmt(p['vs_grid'])} × the grid's, accepted / drafted "
+                f"{fmt(p['speedup_max'])}) on this machine = {fmt(p['vs_grid'])} × the grid's, accepted / drafted "
                 f"{fmt(p['acceptance_rate'])}, {fmt(p['tokens_per_step'])} tokens/step")
 
     def measure_update_ms(self) -> float:
@@ -339,6 +343,6 @@ class Playground:
         point["vs_grid"] = point["speedup"] / cell["speedup"] if cell.get("speedup") else float("nan")
         self.live[name].append(point)
         self.update()
-        self.status.value = (f"live: speedup {fmt(point['speedup'])}× on this machine vs {fmt(cell['speedup'])}× "
-                             f"in the grid ({fmt(point['vs_grid'])}×) in {point['seconds']:.1f} s")
+        self.status.value = f"live ({point['seconds']:.1f} s): {html.escape(live_verdict(point, cell))}"
+        self._status_for = (name, s)
         return point

@@ -15,10 +15,10 @@ import numpy as np
 
 from ..measure.bench_results import is_number, upgrade_row
 from ..measure.grid_results import PlaygroundGrid, Setting, regenerate_command
-from .claims import direction, is_missing, join, num, overlaps, peak, trend, versus_range
+from .claims import direction, is_missing, join, num, overlaps, peak, trend
 
 __all__ = ["guiding_answers", "peak_answer", "threshold_answer", "threshold_ties", "twin_answer", "peak_ratios",
-           "best_found_sentence", "live_sentence", "verify_cost_sentence", "weights_sentence", "weights_answer",
+           "best_found_sentence", "live_sentence", "live_verdict", "verify_cost_sentence", "weights_sentence", "weights_answer",
            "summary", "bench_sentence"]
 
 
@@ -274,17 +274,31 @@ def weights_answer(grid: PlaygroundGrid, s: Setting) -> str:
     return text + _fastest_by_weights(grid)
 
 
+LIVE_WIDE = 0.25      # a live range wider than this share of its speedup cannot place a cell
+
+
+def live_verdict(live: dict, cell: dict) -> str:
+    """A live run beside the grid's cell, both with their min-max ranges, and what the ranges allow: agreement
+    within the noise, a difference beyond both ranges, or a live range too wide (wider than ``LIVE_WIDE`` of its
+    speedup and than twice the grid's) to separate the cell from the grid's value. Never ranks cells."""
+    v, lo, hi = live["speedup"], live["speedup_min"], live["speedup_max"]
+    g, glo, ghi = cell["speedup"], cell["speedup_min"], cell["speedup_max"]
+    head = (f"this machine measured {num(v)}x ({num(lo)}–{num(hi)}), the grid {num(g)}x "
+            f"({num(glo)}–{num(ghi)})")
+    if any(is_missing(x) for x in (v, lo, hi, g, glo, ghi)):
+        return head + ": a value is missing, nothing to compare"
+    if not overlaps((lo, hi), (glo, ghi)):
+        return head + f": this machine runs the cell {'faster' if lo > ghi else 'slower'}, beyond both ranges"
+    if hi - lo > max(LIVE_WIDE * v, 2 * (ghi - glo)):
+        return head + ": this run's range is too wide to separate the cell from the grid's value"
+    return head + ": this machine agrees with the grid within the noise"
+
+
 def live_sentence(live: dict, cell: dict) -> str:
-    """The live run against the grid's cell: inside or outside the grid's min-max range, and why it may move."""
-    text = versus_range(live["speedup"], cell["speedup_min"], cell["speedup_max"], what="The live speedup",
-                        reference="the grid's min–max for this cell")
-    text += (f" (with the plain loop's own noise in this run: {num(live['speedup_min'])}–{num(live['speedup_max'])}×). "
-             f"The plain loop took {num(live['plain_ms_per_token'])} ms/token here against "
-             f"{num(cell['plain_ms_per_token'])} in the grid. ")
-    if cell["speedup_min"] <= live["speedup"] <= cell["speedup_max"]:
-        return text + "The setting behaves here as it did where the grid was measured."
-    return text + ("A live run is a few short generations on a machine that may be busy: a speedup is a ratio of "
-                   "two timings, and load that hits the speculative and the plain runs unequally moves it.")
+    """The live run against the grid's cell (:func:`live_verdict`), and the plain loop's speed on both machines."""
+    verdict = live_verdict(live, cell)
+    return (f"{verdict[:1].upper()}{verdict[1:]}. The plain loop took {num(live['plain_ms_per_token'])} ms/token "
+            f"on this machine, {num(cell['plain_ms_per_token'])} in the grid.")
 
 
 def summary(grid: PlaygroundGrid, other: PlaygroundGrid | None, s: Setting) -> list[str]:

@@ -79,9 +79,21 @@ def test_twin_answer_and_best_found():
 def test_live_sentence_inside_or_outside_the_grid_range():
     cell = {"speedup": 1.3, "speedup_min": 1.25, "speedup_max": 1.35, "plain_ms_per_token": 5.0}
     live = {"speedup": 1.3, "speedup_min": 1.2, "speedup_max": 1.4, "plain_ms_per_token": 6.0}
-    assert "lies inside" in pc.live_sentence(live, cell) and "behaves here as it did" in pc.live_sentence(live, cell)
-    slow = dict(live, speedup=1.04)
-    assert "lies below" in pc.live_sentence(slow, cell) and "0.80 of its middle" in pc.live_sentence(slow, cell)
+    text = pc.live_sentence(live, cell)
+    assert "agrees with the grid within the noise" in text and "this machine" in text and len(text.split()) <= 50
+    slow = dict(live, speedup=1.04, speedup_min=1.0, speedup_max=1.1)
+    assert "runs the cell slower, beyond both ranges" in pc.live_sentence(slow, cell)
+    fast = dict(live, speedup=1.6, speedup_min=1.5, speedup_max=1.7)
+    assert "runs the cell faster" in pc.live_verdict(fast, cell)
+
+
+def test_a_wide_live_range_says_it_cannot_separate_the_cell():
+    """The playground's "1.16x (0.74-1.59)" beside a grid's 1.43x confirms nothing, and says so."""
+    cell = {"speedup": 1.43, "speedup_min": 1.38, "speedup_max": 1.47, "plain_ms_per_token": 5.0}
+    wide = {"speedup": 1.16, "speedup_min": 0.74, "speedup_max": 1.59, "plain_ms_per_token": 6.0}
+    verdict = pc.live_verdict(wide, cell)
+    assert "too wide to separate the cell from the grid's value" in verdict and "agrees" not in verdict
+    assert "missing" in pc.live_verdict(dict(wide, speedup_min=float("nan")), cell)
 
 
 def test_summary_follows_the_grid():
