@@ -1,6 +1,6 @@
 """Regimes drawn: the roofline with the measured blocks on it, c against the fraction of blocks kept (against the
 diagonal c = kept), c_v against the tokens a verify reads, the analytic limit against α and γ, and a calibration's
-prediction beside its measurement.
+prediction beside its measurement, and one decoding step taken apart (``anatomy_figure``).
 
 Rows are those of :mod:`labkit.measure.roofline` and :mod:`labkit.measure.calibration`; a figure that compares
 models or precisions takes ``{label: rows}`` and gives each label one colour, in order.
@@ -17,7 +17,7 @@ from ..measure.roofline import best_limit
 from .style import MODEL_COLORS, PALETTE
 
 __all__ = ["roofline_figure", "draft_cost_figure", "verify_cost_figure", "limit_by_alpha_figure", "limit_gamma_data",
-           "limit_gamma_figure", "calibration_figure", "color_of", "IDEAL"]
+           "limit_gamma_figure", "calibration_figure", "anatomy_figure", "color_of", "IDEAL"]
 
 #: The label of the memory-bound ideal: c = the fraction of blocks kept, c_v = 1 (a GPU decoding a large model).
 IDEAL = "memory-bound ideal (c = kept, c_v = 1)"
@@ -206,4 +206,28 @@ def calibration_figure(calibrations: Mapping[str, object]) -> go.Figure:
     fig.update_yaxes(title_text="speedup over the plain loop", rangemode="tozero")
     fig.update_layout(title="The calibration's prediction beside the measured run", barmode="group", height=400,
                       **_LAYOUT)
+    return fig
+
+
+#: The colour of each part of a step (labkit.measure.step_anatomy.PARTS): arithmetic in greens and blues, per-call
+#: work in greys.
+_PART_COLORS = {"matrix products": "#2ca25f", "attention kernel": "#1f78b4", "cache updates": "#a6cee3",
+                "LM head": "#6a3d9a", "framework in the blocks": "#7f7f7f", "norms": "#bdbdbd",
+                "rest of the forward": "#d9d9d9"}
+
+
+def anatomy_figure(anatomies: Mapping[str, dict]) -> go.Figure:
+    """One horizontal bar per configuration (``{label: step_anatomy(...)}``), stacked by part: where one step's
+    milliseconds go. Arithmetic (matrix products, attention kernel, cache updates, LM head) in colour, per-call work
+    (framework in the blocks, norms, the rest of the forward) in greys."""
+    labels = list(anatomies)
+    fig = go.Figure()
+    for part, colour in _PART_COLORS.items():
+        values = [anatomies[label]["parts"][part] for label in labels]
+        fig.add_bar(y=labels, x=values, name=part, orientation="h", marker_color=colour,
+                    hovertemplate=f"{part}: %{{x:.3f}} ms<extra>%{{y}}</extra>")
+    fig.update_layout(barmode="stack", height=140 + 60 * len(labels), legend=dict(orientation="h", y=-0.35),
+                      title="Where one decoding step's time goes on this machine (ms)",
+                      xaxis_title="ms per step (hooked forward)", yaxis=dict(autorange="reversed"),
+                      **{**_LAYOUT, "margin": dict(l=200, r=20, t=60, b=50)})
     return fig
