@@ -303,30 +303,35 @@ def expected_accepted_per_drafted(alpha: float, d: float) -> float:
 
 
 def acceptance_sentence(alpha: float, measured: float, d: float, probe_share: float | None = None,
-                        run_share: float | None = None) -> str:
-    """Why a run's accepted / drafted sits below the teacher-forced α: the positions after a rejection; a larger gap
-    is left to the two differences one run cannot separate (the text, with the repeated shares when given, and the
-    cache the draft reads); a run above the count says so."""
+                        run_share: float | None = None, prompt_agreement: float | None = None) -> str:
+    """Why a run's accepted / drafted sits below the teacher-forced α, in short sentences: the tokens drafted after
+    a rejection (counting); then, for a larger gap, the text (``prompt_agreement``: the teacher-forced agreement on
+    the run's own prompt, which separates the text from the condition; the repeated shares when given) and the
+    condition (the draft reads the keys and values the full model wrote). ``d``: the run's measured drafted per
+    step, not the policy's γ."""
     iid = expected_accepted_per_drafted(alpha, d)
-    text = (f"The search's α = {alpha:.3f} is a per-token probability (teacher-forced agreement: every position is "
-            f"judged). The run measured accepted / drafted = {measured:.3f} with d = {d:.2f} drafted per step. Tokens "
-            f"drafted after a step's first rejection count as drafted but are never judged, so with i.i.d. acceptance "
-            f"E[accepted / drafted] = (α + α² + … + α^d) / d = {iid:.3f}. ")
+    text = (f"The search's α = {alpha:.3f} is a per-token probability; the run measured accepted / drafted = "
+            f"{measured:.3f} with d = {d:.2f} drafted per step. Tokens drafted after a step's first rejection are "
+            f"never judged, so i.i.d. acceptance gives (α + α² + … + α^d) / d = {iid:.3f}. ")
     if abs(iid - measured) <= 0.05:
         return text + "That accounts for the gap."
     if measured > iid:
         return text + (f"This run's drafts were accepted more often than that ({measured - iid:+.3f}): on this prompt "
                        f"the set drafted better than on the probe's prompts.")
-    text += (f"The rest of the gap ({iid - measured:.3f}) is not explained by counting: two things differ between the "
-             f"probe and the run. The text: α was measured on the prompts the search chose the set on, this run's "
-             f"prompt is new")
+    text += f"The rest of the gap ({iid - measured:.3f}) is not explained by counting. "
     if probe_share is not None and run_share is not None:
-        text += (f" ({probe_share:.0%} of the probe's continuation tokens complete a 4-gram seen before, "
+        text += (f"The text: {probe_share:.0%} of the probe's continuation tokens complete a 4-gram seen before, "
                  f"{run_share:.0%} of this run's")
-        text += ("; repeated text is easy to draft)" if probe_share >= run_share + 0.2 else ")")
-    return text + (". The condition: the probe runs the skipped model over the whole text, so every position reads "
-                   "keys and values the skipped model computed; a real draft reads those the full model wrote when it "
-                   "verified (section 8). This one run does not separate the two.")
+        text += ("; repeated text is easy to draft. " if probe_share >= run_share + 0.2 else ". ")
+    if prompt_agreement is not None:
+        on_prompt = expected_accepted_per_drafted(prompt_agreement, d)
+        explained = abs(on_prompt - measured) <= 0.5 * abs(iid - measured)
+        return text + (f"On this prompt the teacher-forced agreement is {prompt_agreement:.3f}, which predicts "
+                       f"{on_prompt:.3f}: " + ("the new text explains most of the gap." if explained else
+                                              "the text does not explain it; the condition does (the draft reads "
+                                              "keys and values the full model wrote)."))
+    return text + ("The condition: a real draft reads keys and values the full model wrote when it verified, the probe "
+                   "its own. This one run does not separate the two.")
 
 
 def wall_clock_sentence(wall, predicted: float, expected_acc: float | None = None,

@@ -76,13 +76,20 @@ def test_sampler_masks_and_single_blocks():
 def test_acceptance_sentence_explains_the_gap():
     assert "That accounts for the gap" in ls.acceptance_sentence(0.8, 0.72, 2.0)    # (0.8 + 0.64) / 2 = 0.72
     loop = ls.acceptance_sentence(0.8, 0.34, 2.0, probe_share=0.6, run_share=0.05)
-    assert "(60% of the probe's" in loop and "5% of this run's; repeated text is easy to draft" in loop
+    assert "60% of the probe's" in loop and "5% of this run's; repeated text is easy to draft" in loop
     plain = ls.acceptance_sentence(0.8, 0.34, 2.0, probe_share=0.12, run_share=0.0)
     assert "easy to draft" not in plain and "(0.380) is not explained by counting" in plain
     # full mode of 02 (α 0.828, d 3, measured 0.378): the gap is not attributed to the text alone
     full = ls.acceptance_sentence(0.828, 0.378, 3.0, probe_share=0.19, run_share=0.14)
     assert "comes from the text" not in full and "The text:" in full and "The condition:" in full
     assert "does not separate the two" in full
+    assert all(len(sentence.split()) <= 50 for sentence in full.split(". "))
+    # 02's FAST run: α 0.938 on the search's prompts, 54 % teacher-forced on the showcase prompt, d = 3.684
+    text = ls.acceptance_sentence(0.938, 0.45, 3.684, prompt_agreement=0.54)
+    assert "d = 3.68 drafted" in text and "the new text explains most of the gap" in text
+    assert "does not separate" not in text
+    same_text = ls.acceptance_sentence(0.938, 0.45, 3.684, prompt_agreement=0.93)
+    assert "the text does not explain it; the condition does" in same_text
     above = ls.acceptance_sentence(0.8, 0.9, 2.0)                       # measured above the i.i.d. count
     assert "accepted more often than that (+0.180)" in above and "gap" not in above.split("0.720. ")[1]
 
