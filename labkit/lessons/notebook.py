@@ -60,6 +60,21 @@ def display_table(frame: pd.DataFrame, spec: str = ".3f", missing: str = "–") 
     return out
 
 
+def short_table(frame: pd.DataFrame, keep, spec: str = ".3f", missing: str = "–", what: str = "every column"):
+    """``frame`` for a reader: the columns ``keep`` (the point, at most about 8) as a table, and the whole frame one
+    click away in a closed ``<details>`` block. A 28-column harness frame otherwise hides its speedup column
+    behind pandas' '...'. Returns an IPython HTML object (display only; compute from the frame itself)."""
+    from IPython.display import HTML
+
+    keep = list(keep)
+    unknown = [c for c in keep if c not in frame.columns]
+    if unknown:
+        raise KeyError(f"keep names columns the frame lacks: {unknown}")
+    shown = display_table(frame[keep], spec, missing).to_html()
+    full = display_table(frame, spec, missing).to_html()
+    return HTML(f"{shown}<details><summary>{what} ({len(frame.columns)})</summary>{full}</details>")
+
+
 def notebook_paths() -> list[Path]:
     return sorted(NOTEBOOK_DIR.glob("[0-9][0-9]_*.ipynb"))
 

@@ -2,10 +2,11 @@
 from types import SimpleNamespace
 
 import pandas as pd
+import pytest
 
 from labkit import SkipSet
 from labkit.lessons import layer_skip as ls
-from labkit.lessons.notebook import display_table
+from labkit.lessons.notebook import display_table, short_table
 
 
 def cost(att, mlp, r2=0.98, fixed=0.6):
@@ -177,3 +178,12 @@ def test_display_table_shows_a_dash_not_nan():
     assert shown.loc["plain decoding", "acceptance_rate"] == "–" and shown.loc["fixed", "acceptance_rate"] == "0.441"
     assert shown.loc["fixed", "ms_per_token"] == "4.472" and "NaN" not in shown.to_string()
     assert bool(shown["identical"].all()) and wall["acceptance_rate"].isna().iloc[0]     # the data is untouched
+
+
+def test_short_table_keeps_the_point_and_puts_the_rest_one_click_away():
+    wide = pd.DataFrame({f"c{i}": [float(i), float("nan")] for i in range(28)}, index=["plain", "draft"])
+    html = short_table(wide, ["c0", "c27"]).data
+    head, rest = html.split("<details>")
+    assert "c27" in head and "c5" not in head and "c5" in rest and "(28)" in rest and "–" in head
+    with pytest.raises(KeyError, match="speedup"):
+        short_table(wide, ["speedup"])
