@@ -17,6 +17,7 @@ import math
 import time
 from collections.abc import Mapping, Sequence
 
+from ..measure.reference import load_reference
 from ..measure.roofline import best_limit, interpolate_cv
 from ..measure.step_anatomy import ARITHMETIC, PARTS, crossover_width, int8_bound, predicted_c
 from ..viz.regime import limit_gamma_data, limit_gamma_figure
@@ -337,8 +338,6 @@ def lab_operating_point(skip, n_layers: int, group: str = "summary", method: str
     """The lab's operating point from the committed reference run (``group``'s ``method`` row on ``source``) with
     the skip set's fraction of blocks kept: ({quantity: value}, the column's label). Without a reference file the
     measured quantities are None and the label says which command writes it."""
-    from ..measure.reference import load_reference
-
     kept = 1 - (len(skip.attention) + len(skip.mlp)) / (2 * n_layers) if skip is not None else math.nan
     point = {"model": "the lab's default (7.4 M parameters, 8 layers × 256)", "blocks kept": kept,
              "gamma": "adaptive threshold, up to 12", "c": None, "c_v": None, "alpha": None, "speedup": None}
