@@ -236,15 +236,14 @@ def gate_control_sentences(control: pd.DataFrame) -> list[str]:
                        0: "within the noise of no gate"}[_beyond_noise(g, b)]
             r = r.iloc[0] if not r.empty else None
             k = _digits(g, b, *([] if r is None else [r]))
-            text = (f"On {prompts} prompts the gate at {t:g} decoded {g['gated_fraction']:.0%} of steps plainly "
-                    f"(acceptance {_pct(b['acceptance'])} ungated, {_pct(g['acceptance'])} gated) and ran at "
-                    f"{_x(g, k)}: {vs_base} ({_x(b, k)})")
+            text = (f"On this machine, on {prompts} prompts, the gate at {t:g} decoded {g['gated_fraction']:.0%} of "
+                    f"steps plainly (acceptance {_pct(b['acceptance'])} ungated, {_pct(g['acceptance'])} gated) and "
+                    f"ran at {_x(g, k)}: {vs_base} ({_x(b, k)})")
             if r is not None:
-                vs_random = {1: "its choice of steps beat chance beyond the noise",
-                             -1: "its choice of steps did worse than chance beyond the noise",
-                             0: "its choice of steps is within the noise of chance"}[_beyond_noise(g, r)]
-                text += (f"; the random control, which decoded {r['gated_fraction']:.0%} of steps plainly at random, "
-                         f"ran at {_x(r, k)}, so {vs_random}")
+                vs_random = {1: "beat chance beyond the noise", -1: "did worse than chance beyond the noise",
+                             0: "is within the noise of chance"}[_beyond_noise(g, r)]
+                text += (f". Its random control, plain on {r['gated_fraction']:.0%} of steps at random, ran at "
+                         f"{_x(r, k)}: the gate's choice of steps {vs_random}")
             if g["gated_fraction"] > 0.5:
                 text += "; the gate mostly switched speculation off"
             out.append(text + ".")

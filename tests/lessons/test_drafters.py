@@ -99,7 +99,8 @@ def control(gate: float, random: float, spread: float = 0.02) -> pd.DataFrame:
 
 def test_gate_control_sentences_compare_with_chance_and_no_gate():
     first, _ = lesson.gate_control_sentences(control(1.2, 1.0))
-    assert first.startswith("On stdlib prompts the gate at 0.4 decoded 77% of steps plainly")
+    assert first.startswith("On this machine, on stdlib prompts, the gate at 0.4 decoded 77% of steps plainly")
+    assert all(len(part.split()) <= 50 for part in first.split(". "))
     assert "faster than no gate beyond the noise" in first and "beat chance beyond the noise" in first
     assert "mostly switched speculation off" in first
     first, _ = lesson.gate_control_sentences(control(1.2, 1.21))
