@@ -1,6 +1,6 @@
-"""What the lab ships and where: ``paths`` (every folder, once), ``models`` (loading and identity), ``corpus`` and
-``prompts`` (the text models are trained and evaluated on, held-out and outside prompts), and ``results`` (the
-committed search results that say which blocks to skip)."""
+"""What the lab ships and where: ``paths`` (every folder, once), ``models`` (loading and identity), ``corpus``,
+``candidates`` and ``prompts`` (the text models are trained and evaluated on; held-out, outside and stub prompts),
+and ``results`` (the committed search results that say which blocks to skip)."""
 from .models import SHIPPED_MODELS, load_draft_head, load_model, model_folder
 from .prompts import Prompt, benchmark_prompts
 from .results import best_config, best_skip_set, skip_set_for
