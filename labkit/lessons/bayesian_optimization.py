@@ -235,6 +235,5 @@ def sampler_declaration_note() -> str:
             f"length-scale, categoricals included (a 0/1 distance: equal or not), so for a {{0, 1}} variable both "
             f"declarations give the same kernel up to a rescaled length-scale, and the acquisition optimiser "
             f"enumerates both values either way. The lab uses `suggest_int(name, 0, 1)` because the value *is* a "
-            f"number (the skip mask), every sampler (TPE, random, the stored trials) reads it alike, and this "
-            f"lab's first search at 2L = 80, declared with categoricals, was slow and kept proposing 'skip all'. "
+            f"number (the skip mask) and every sampler (TPE, random, the stored trials) reads it alike. "
             f"docs/decisions.md compares the two declarations on the toy.")
