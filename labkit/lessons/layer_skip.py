@@ -354,7 +354,7 @@ def wall_clock_sentence(wall, predicted: float, expected_acc: float | None = Non
         else:
             verdict += ", about as predicted"
         parts.append(f"{label} {row['speedup']:.2f}x{spread}: {verdict}")
-    text = f"Predicted {predicted:.2f}x; measured: " + "; ".join(parts) + ". "
+    text = f"Predicted {predicted:.2f}x; measured on this machine: " + "; ".join(parts) + ". "
     if acc_row is None and len(rows):
         acc_row = rows.index[0]
     if expected_acc is not None and measured_acc is not None and measured_acc < expected_acc - 0.1:
