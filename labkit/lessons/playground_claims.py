@@ -373,9 +373,9 @@ def break_even_sentence(cell: dict, alpha_star: float, gamma: int) -> str:
                 f"even a draft that is always right costs more per step than it emits.")
     else:
         side = "above" if not is_missing(rate) and rate > alpha_star else "below"
-        head = (f"This cell breaks even at α = {alpha_star:.2f} (γ = {gamma}); its measured accepted / drafted is "
-                f"{num(rate)}, {side} it (and α itself is higher still: accepted / drafted counts the tokens drafted "
-                f"after a rejection, which can never be accepted).")
+        head = (f"A fixed draft of γ = {gamma} at this cell's c and c_v breaks even at α = {alpha_star:.2f}; the "
+                f"cell's measured accepted / drafted is {num(rate)}, {side} it (α itself is higher still: tokens "
+                f"drafted after a rejection count as drafted, never as accepted).")
     if is_missing(lo) or is_missing(hi):
         return head
     verdict = ("faster than the plain loop" if lo > 1 else "slower than the plain loop" if hi < 1 else
