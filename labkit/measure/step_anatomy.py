@@ -21,8 +21,8 @@ width at which a block's matrix products would match its framework work (:func:`
 grows with its weights, about the width squared, in the memory- or cache-bound regime) says how much larger a model
 must be before its bytes, not its calls, set the step: the regime of a large model on a GPU, where c ≈ blocks kept.
 
-Timings: fastest of ``repeats`` samples (other work on a shared machine only adds time), the per-part range over the
-samples beside it. Notation (docs/notation.md): c the cost of one drafted token in plain decoding steps.
+Timings: the fastest of ``repeats`` samples (other work on a shared machine only adds time); the hooked parts all come
+from the one fastest hooked forward, so they add up to a forward that happened. Notation (docs/notation.md): c the cost of one drafted token in plain decoding steps.
 """
 from __future__ import annotations
 
@@ -184,7 +184,8 @@ def step_anatomy(model, *, skip: SkipSet | None = None, weights=None, config: An
         hooked = _hooked_forwards(model, runner, config.repeats * inner)
         kernels = interleaved_ms(_kernels(model, config.context), repeats=config.repeats, inner=inner)
         attention, mlp = _kept_blocks(model)
-    fastest = {part: 1e3 * min(s[part] for s in hooked) for part in ("blocks", "norms", "LM head", "forward")}
+    quietest = min(hooked, key=lambda sample: sample["forward"])     # one forward's parts, never mixed across samples
+    fastest = {part: 1e3 * quietest[part] for part in ("blocks", "norms", "LM head", "forward")}
     alone = {part: min(v) for part, v in kernels.items()}
     in_blocks = alone["matrix products"] + alone["attention kernel"] + alone["cache updates"]
     parts = {"matrix products": alone["matrix products"], "attention kernel": alone["attention kernel"],

@@ -119,6 +119,8 @@ EXPECTED = {
                                 "wide_c_half": (0.25, 0.9), "wide_c_quarter": (0.1, 0.75),
                                 "wide_max_c_minus_kept": (0.0, 0.35), "shipped_fixed_share": (-0.3, 0.8),
                                 "wide_fixed_share": (-0.3, 0.6), "shipped_cv_2": (0.5, 3.0), "wide_cv_2": (0.5, 4.0),
+                                "anatomy_arithmetic_share": (0.0, 1.0), "anatomy_blocks_draft": (8, 8),
+                                "paper_rows": (8, 8),
                                 "wide_cv_64": (1.0, 30.0), "wide_last_cv_2": (0.5, 4.0), "wide_last_cv_8": (0.5, 6.0),
                                 "n_dtypes": (2, 2), "explorer_update_ms": (0.0, 500.0),
                                 "shipped_alpha": (0.5, 1.0), "wide_alpha": (0.3, 1.0), "wide_last_alpha": (0.3, 1.0),
