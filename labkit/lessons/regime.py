@@ -36,10 +36,10 @@ BOUND_SHARE = 0.5
 PAPER = {"step_ms": 56.3, "kept": 0.425, "predicted_ms": 23.9, "draft_ms": 25.5}
 #: Draft & Verify's operating point as Zhang et al. 2023 (arXiv 2309.08168) report it and the lab's notes carry it
 #: (None: a quantity the lab's notes do not carry, never guessed; "alpha" is the measured accepted / drafted):
-#: LLaMA-2-13B on an A100 GPU in fp16, the official
-#: skip set (24 attention and 10 MLP of its 80 blocks), the adaptive threshold with up to 12 drafted tokens.
+#: LLaMA-2-13B on an A100 GPU in fp16, the adaptive threshold with up to 12 drafted tokens; blocks kept and c are
+#: the reading notes' 13B example (:data:`PAPER`: the draft keeping 0.425 of the model at 25.5 of 56.3 ms).
 PAPER_POINT = {"model": "LLaMA-2-13B (13 B parameters, 40 layers × 5120)", "hardware": "A100 GPU, fp16",
-               "blocks kept": 1 - 34 / 80, "c": PAPER["draft_ms"] / PAPER["step_ms"], "c_v": None, "alpha": None,
+               "blocks kept": PAPER["kept"], "c": PAPER["draft_ms"] / PAPER["step_ms"], "c_v": None, "alpha": None,
                "gamma": "adaptive threshold, up to 12", "speedup": "up to 1.99× (LLaMA-2 family)"}
 #: The hidden width of the paper's 13B model, for what the step's anatomy predicts at that size.
 LARGE_WIDTH = 5120
@@ -325,12 +325,12 @@ def anatomy_sentences(full: dict, draft: dict, draft_int8: dict | None = None) -
 def operating_point_rows(lab: Mapping[str, object], lab_label: str) -> list[dict]:
     """The paper's operating point (:data:`PAPER_POINT`) beside the lab's (``lab``: the same keys, from the reference
     run), one row per quantity; a value the lab's notes do not carry reads "not in the lab's notes"."""
-    def show(v):
+    def show(v, missing):
         if v is None or is_missing(v):
-            return "not in the lab's notes"
+            return missing
         return f"{v:.2f}" if isinstance(v, float) else str(v)
-    return [{"quantity": key, "Draft & Verify (Zhang et al. 2023)": show(PAPER_POINT[key]),
-             lab_label: show(lab.get(key))} for key in PAPER_POINT]
+    return [{"quantity": key, "Draft & Verify (Zhang et al. 2023)": show(PAPER_POINT[key], "not in the lab's notes"),
+             lab_label: show(lab.get(key), "awaits the reference run")} for key in PAPER_POINT]
 
 
 def lab_operating_point(skip, n_layers: int, group: str = "summary", method: str = "paper's recipe",

@@ -135,7 +135,7 @@ def test_operating_point_rows_never_guess_and_the_sentence_turns():
     rows = lr.operating_point_rows({"c": 0.6, "blocks kept": 0.5}, "lab")
     by = {r["quantity"]: r for r in rows}
     assert by["c_v"]["Draft & Verify (Zhang et al. 2023)"] == "not in the lab's notes"
-    assert by["c"]["lab"] == "0.60" and by["speedup"]["lab"] == "not in the lab's notes"
+    assert by["c"]["lab"] == "0.60" and by["speedup"]["lab"] == "awaits the reference run"
     dear = lr.operating_point_sentence({"c": 0.6, "blocks kept": 0.5})      # 1.20× the fraction kept
     assert "per-call floor" in dear and len(dear.split()) <= 50
     assert "no more than the paper pays" in lr.operating_point_sentence({"c": 0.3, "blocks kept": 0.5})
