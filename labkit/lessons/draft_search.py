@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import statistics
 
+from ..measure.reference import Spread, live_vs_reference
 from .claims import join, num, overlaps, who_wins
 
 __all__ = ["draft_summary", "searched_vs_handmade_sentence", "objectives_sentence", "bo_cost_sentence",
            "shipped_search_sentence", "config_differences", "search_story_sentence", "searches_frame",
-           "untrained_search_sentence"]
+           "untrained_search_sentence", "reference_search_sentences", "held_out_checks"]
 
 
 def draft_summary(frame) -> dict[str, dict]:
@@ -144,3 +145,48 @@ def shipped_search_sentence(best: dict, n_trials: int, seconds: float | None) ->
     took = f" in {seconds / 60:.1f} minutes of search" if seconds else ""
     return (f"The shipped search ({best['objective']} objective, {n_trials} trials{took}) chose trial "
             f"#{overall['trial']} of {overall['study']}, {how}.")
+
+
+def reference_search_sentences(reference, sources=("stdlib", "packages")) -> list[str]:
+    """02's comparisons in words, from the reference run (group '02'): per prompt source, the shipped configuration
+    beside the hand-made draft on the trained path (within the noise or apart), and `plain`'s own search against
+    its plain loop. [] without a reference (the caller says so)."""
+    if reference is None:
+        return []
+    out = []
+    for source in sources:
+        try:
+            shipped, hand = (reference.row(m, source, "02")
+                             for m in ("shipped configuration", "hand-made trained path"))
+        except LookupError:
+            continue
+        tie = shipped.speedup.overlaps(hand.speedup)
+        faster = "shipped configuration" if shipped.speedup.median > hand.speedup.median else "hand-made draft"
+        verdict = "within the noise of each other" if tie else f"the {faster} is faster beyond the noise"
+        out.append(f"Reference run, {source} prompts: the shipped configuration {shipped.speedup.text('x')}, the "
+                   f"hand-made draft on the trained path {hand.speedup.text('x')}: {verdict}.")
+        try:
+            plain = reference.row("plain: shipped configuration", source, "02")
+        except LookupError:
+            continue
+        side = ("within the noise of its plain loop" if plain.speedup.low <= 1 <= plain.speedup.high else
+                "faster than its plain loop" if plain.speedup.low > 1 else "slower than its plain loop")
+        out.append(f"`plain`'s searched draft there: {plain.speedup.text('x')}, {side}.")
+    return out
+
+
+def held_out_checks(frame, reference, labels: dict[str, str]) -> list[str]:
+    """The held-out live rows of this machine beside their reference rows ({live label: reference label}), one
+    line per source and draft (:func:`labkit.measure.reference.live_vs_reference`: 'this machine' agrees within
+    the noise or not, never a ranking)."""
+    if reference is None:
+        return []
+    out = []
+    for _, row in frame[frame["method"].isin(list(labels))].iterrows():
+        try:
+            ref = reference.row(labels[row["method"]], row["source"], "02")
+        except LookupError:
+            continue
+        live = Spread(row["speedup"], row["speedup_min"], row["speedup_max"])
+        out.append(live_vs_reference(f"{row['method']} ({row['source']})", live, ref, reference.machine_for(ref)))
+    return out

@@ -60,6 +60,17 @@ def display_table(frame: pd.DataFrame, spec: str = ".3f", missing: str = "–") 
     return out
 
 
+def reference_or_none(name: str, folder=None):
+    """The committed reference group ``name`` (:func:`labkit.measure.reference.load_reference`), or None when no
+    reference run is committed yet: the notebook then says so instead of comparing live numbers."""
+    from ..measure.reference import load_reference
+
+    try:
+        return load_reference(name, folder)
+    except FileNotFoundError:
+        return None
+
+
 def short_table(frame: pd.DataFrame, keep, spec: str = ".3f", missing: str = "–", what: str = "every column"):
     """``frame`` for a reader: the columns ``keep`` (the point, at most about 8) as a table, and the whole frame one
     click away in a closed ``<details>`` block. A 28-column harness frame otherwise hides its speedup column

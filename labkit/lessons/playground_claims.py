@@ -18,7 +18,8 @@ from ..measure.grid_results import PlaygroundGrid, Setting, regenerate_command
 from .claims import direction, is_missing, join, num, overlaps, peak, trend
 
 __all__ = ["guiding_answers", "peak_answer", "threshold_answer", "threshold_ties", "twin_answer", "peak_ratios",
-           "best_found_sentence", "live_sentence", "live_verdict", "verify_cost_sentence", "weights_sentence", "weights_answer",
+           "best_found_sentence", "live_sentence", "live_verdict", "verify_cost_sentence", "weights_sentence",
+           "weights_answer",
            "summary", "bench_sentence"]
 
 

@@ -12,7 +12,7 @@ import math
 import torch
 
 from ..measure.analytic import expected_tokens_per_step
-from ..measure.reference import SAMPLING_METHODS, load_reference
+from ..measure.reference import SAMPLING_METHODS
 from ..measure.speculative_sampling import RULES, SampledPosition, monte_carlo
 from ..viz.sampling import (
     CURRENT_T,
@@ -25,6 +25,7 @@ from ..viz.sampling import (
 )
 from ..viz.style import FIGURE_WIDTH
 from ..viz.widgets import as_widget, update_widget
+from .notebook import reference_or_none
 
 __all__ = ["default_position", "position_label", "describe_trend", "alpha_sentence", "monte_carlo_sentence",
            "rejection_rate_line", "multi_token_sentence", "alpha_shape_sentence", "sweep_sentences",
@@ -178,9 +179,8 @@ def reference_sampling(name: str = "summary", source: str = "stdlib", folder=Non
     """({temperature: reference row} of speculative sampling against plain sampling, the machine they ran on) from
     the committed reference run (``source``'s rows, else the first source that has them); ({}, None) when no
     reference file is committed: the notebook then says so rather than compare live numbers."""
-    try:
-        reference = load_reference(name, folder)
-    except FileNotFoundError:
+    reference = reference_or_none(name, folder)
+    if reference is None:
         return {}, None
     found = {}
     for t, label, _ in SAMPLING_METHODS:

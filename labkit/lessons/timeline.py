@@ -20,7 +20,8 @@ from ..viz.trace import step_html
 from ..viz.widgets import as_widget
 
 __all__ = ["TraceReplayer", "demo_skip_set", "compare_drafters", "confidence_band_sentence", "verify_cost_sentence",
-           "sampling_sentence", "sampling_speed_line", "drafters_sentence", "repetition_contrast", "repetition_sentence", "speed_sentence",
+           "sampling_sentence", "sampling_speed_line", "drafters_sentence", "repetition_contrast",
+           "repetition_sentence", "speed_sentence",
            "starting_threshold", "measure_once", "row_speed_sentence", "carry_threshold", "threshold_step",
            "carry_sentence"]
 
@@ -302,7 +303,8 @@ def measure_once(model, input_ids, *, skip: SkipSet, threshold: float, draft_mod
                  temperature: float = 0.7, seed: int = 0, max_new_tokens: int = 48, repeats: int = 3):
     """Every way this notebook decodes its prompt, timed once: the plain loop, self-drafting (greedy, with prompt
     lookup in front, sampled), a separate draft model when given, and plain sampling (the sampled row's baseline:
-    its speedup, c and c_v are against plain sampling, its ``baseline`` column says so), interleaved over ``repeats`` repetitions
+    its speedup, c and c_v are against plain sampling, its ``baseline`` column says so), interleaved over
+    ``repeats`` repetitions
     (labkit.measure.harness), each call with a fresh adaptive policy starting at ``threshold``. Returns
     (rows as a DataFrame indexed by label, the Runs: their traces for the figures)."""
     def spec(**kw):

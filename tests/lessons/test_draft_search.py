@@ -110,3 +110,39 @@ def test_searches_side_by_side_and_the_untrained_search():
     text = draft_search.untrained_search_sentence("plain", rows["plain"]["config"], 1.10, 8, "default", 1.45)
     assert "skips 4 of 16 blocks" in text and "1.10x" in text and "1.45x for `default`" in text
     assert len(text.split()) <= 50
+
+
+def reference_02(tmp_path, shipped, hand, plain=(1.10, 1.05, 1.15)):
+    """A group-'02' reference file: the shipped configuration, the hand-made trained path, plain's searched draft."""
+    import json
+
+    def row(method, speedup, source):
+        return {"method": method, "kind": "self-spec", "source": source, "prompts": 3, "tokens": 128,
+                "repetitions": 5, "ms_per_token": [3.0, 2.9, 3.1], "speedup": list(speedup)}
+    rows = [row(m, v, s) for s in ("stdlib", "packages") for m, v in (("shipped configuration", shipped),
+            ("hand-made trained path", hand), ("plain: shipped configuration", plain))]
+    (tmp_path / "02.json").write_text(json.dumps({"group": "02", "rows": rows, "machine": {
+        "cpu_model": "Test CPU", "threads": 1, "load_before": [0.1, 0, 0], "load_after": [0.1, 0, 0]}}))
+    from labkit.lessons.notebook import reference_or_none
+    return reference_or_none("02", tmp_path)
+
+
+def test_reference_search_sentences_compare_from_the_reference_only(tmp_path):
+    tie = draft_search.reference_search_sentences(reference_02(tmp_path, (1.45, 1.4, 1.5), (1.42, 1.38, 1.47)))
+    assert len(tie) == 4 and "within the noise of each other" in tie[0] and "Test CPU" not in tie[0]
+    assert "`plain`'s searched draft there: 1.10x (1.05" in tie[1] and "faster than its plain loop" in tie[1]
+    apart = draft_search.reference_search_sentences(reference_02(tmp_path, (1.6, 1.55, 1.65), (1.3, 1.25, 1.35),
+                                                                 plain=(1.0, 0.95, 1.05)))
+    assert "the shipped configuration is faster beyond the noise" in apart[0]
+    assert "within the noise of its plain loop" in apart[1]
+    assert all("this machine" not in s and len(s.split()) <= 50 for s in apart)
+    assert draft_search.reference_search_sentences(None) == []
+
+
+def test_held_out_checks_put_this_machine_beside_the_reference(tmp_path):
+    ref = reference_02(tmp_path, (1.45, 1.4, 1.5), (1.42, 1.38, 1.47))
+    live = frame({"shipped search": [(1.43, 1.3, 1.5), (0.9, 0.85, 0.95)], "other": [(2.0, 1.9, 2.1)] * 2})
+    lines = draft_search.held_out_checks(live, ref, {"shipped search": "shipped configuration"})
+    assert len(lines) == 2 and all(line.startswith("On this machine shipped search (") for line in lines)
+    assert "agrees within the noise" in lines[0] and "gains less than the reference" in lines[1]
+    assert draft_search.held_out_checks(live, None, {}) == []

@@ -87,7 +87,8 @@ def test_reference_sampling_gives_one_answer_per_temperature(tmp_path):
     assert "Test CPU" in text and "1.10x (1.05" in text and "within the noise of each other" in text
     assert "this machine" not in text
     apart = reference_file(tmp_path, {0.7: (1.10, 1.05, 1.15), 1.0: (0.90, 0.85, 0.95)})
-    assert "lower at T = 1, beyond the noise" in lesson.reference_sampling_sentence(*lesson.reference_sampling(folder=apart))
+    found = lesson.reference_sampling(folder=apart)
+    assert "lower at T = 1, beyond the noise" in lesson.reference_sampling_sentence(*found)
     assert lesson.reference_sampling(folder=tmp_path / "none") == ({}, None)
     assert "No reference run is committed" in lesson.reference_sampling_sentence({}, None)
 

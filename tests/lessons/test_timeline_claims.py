@@ -106,7 +106,8 @@ def test_verify_and_drafters_sentences():
     runs["self"] = trace([(4, 3)], ms_per_token=9.0)
     assert "the separate was faster" in tl.drafters_sentence(runs)
     rows = rows_of({"plain loop": (8, 7.9, 8.1), "self": (9, 8.5, 9.5), "separate": (6, 5.8, 6.2)})
-    assert "On this machine the separate against the self on this prompt: 6.0 ms/token against 9.0" in tl.drafters_sentence(runs, rows)
+    assert ("On this machine the separate against the self on this prompt: 6.0 ms/token against 9.0"
+            in tl.drafters_sentence(runs, rows))
     assert "): faster." in tl.drafters_sentence(runs, rows)
 
 
