@@ -112,11 +112,15 @@ def test_grid_states_follow_the_trace():
 
 def test_comparison_and_histogram_figures():
     frame = pd.DataFrame({"ms_per_token": [5.0, 6.0], "ms_min": [4.8, 5.5], "ms_max": [5.3, 6.4],
-                          "forwards_per_token": [1.0, 0.95], "speedup": [1.0, 5 / 6]},
+                          "forwards_per_token": [1.0, 0.95], "speedup": [1.0, 5 / 6],
+                          "speedup_min": [1.0, 0.80], "speedup_max": [1.0, 0.86]},
                          index=pd.Index(["plain loop", "jacobi, pad"], name="method"))
     fig = vj.decoder_comparison_figure(frame)
     assert list(fig.data[0].x) == [1.0, 0.95] and list(fig.data[1].x) == [1.0, 5 / 6]
-    assert fig.data[1].error_x.array[0] == pytest.approx(5.0 / 4.8 - 1.0)
+    # the error bars are the per-repetition ratios' min–max (what the sentence says); the plain loop has none
+    assert fig.data[1].error_x.array[0] == 0.0 and fig.data[1].error_x.arrayminus[0] == 0.0
+    assert fig.data[1].error_x.array[1] == pytest.approx(0.86 - 5 / 6)
+    assert fig.data[1].error_x.arrayminus[1] == pytest.approx(5 / 6 - 0.80)
     model = tiny_model("llama", n_layers=2, vocab_size=97)
     trace = jacobi_generate(model, torch.tensor([[3, 4, 5]]), 10, block_size=4).trace
     fig = vj.fixed_per_iteration_figure({"jacobi, pad": [trace]})
