@@ -17,10 +17,14 @@ import math
 
 import pandas as pd
 
-from ..measure.reference import AA, PLAIN, Reference, Spread, aa_sentence, live_vs_reference
+from ..measure.reference import AA, PLAIN, SOURCES, Reference, Spread, aa_sentence, live_vs_reference
 
-__all__ = ["LIVE_TO_REFERENCE", "reference_sentences", "live_checks", "fastest_on", "lookup_gain_sentence"]
+__all__ = ["NO_REFERENCE", "LIVE_TO_REFERENCE", "reference_sentences", "live_checks", "fastest_on",
+           "lookup_gain_sentence"]
 
+#: What a notebook says before any reference run is committed.
+NO_REFERENCE = ("No reference run is committed yet (`python -m labkit reference` writes `data/reference/`): until "
+                "then this notebook ranks nothing.")
 #: 09's live drafter labels (labkit.measure.drafter_comparison) and the reference rows measuring the same
 #: configuration (group "summary"); an early-exit label carries its exit layer, so it is matched by prefix.
 LIVE_TO_REFERENCE = {"layer skip (best draft)": "shipped configuration",
@@ -65,9 +69,17 @@ def lookup_gain_sentence(reference: Reference, sources, group: str = "summary",
     return "Prompt lookup in front of the shipped draft, reference run: " + "; ".join(parts) + "."
 
 
-def reference_sentences(reference: Reference, sources=("stdlib", "stubs"), group: str = "summary") -> list[str]:
+def reference_sentences(reference: Reference | None, sources=None, group: str = "summary") -> list[str]:
     """09's "which one when", from the reference run only: the fastest per prompt kind (and who ties it), what
-    lookup adds, and the noise floor of the reference run (its A/A pair, when it has one)."""
+    lookup adds, and the noise floor of the reference run (its A/A pair, when it has one). ``sources``: None, every
+    prompt kind the run measured (in :data:`~labkit.measure.reference.SOURCES`' order). ``reference`` None (no run
+    committed yet): one line saying so and which command writes it."""
+    if reference is None:
+        return [NO_REFERENCE]
+    measured = {r.source for r in reference.select(group)}
+    sources = [s for s in (sources or SOURCES) if s in measured]
+    if not sources:
+        return [f"The reference run has no rows in group {group!r}."]
     out = [fastest_on(reference, s, group) for s in sources]
     out.append(lookup_gain_sentence(reference, sources, group))
     try:
@@ -85,10 +97,13 @@ def _reference_label(live: str) -> str | None:
     return None
 
 
-def live_checks(table: pd.DataFrame, reference: Reference, source: str = "stdlib", group: str = "summary") -> list[str]:
+def live_checks(table: pd.DataFrame, reference: Reference | None, source: str = "stdlib",
+                group: str = "summary") -> list[str]:
     """Each live drafter (``table``: compare_drafters' frame, indexed by drafter) that the reference run also
-    measured, beside its reference row: one "this machine" line each, never a ranking."""
+    measured, beside its reference row: one "this machine" line each, never a ranking (none without a reference)."""
     out = []
+    if reference is None:
+        return out
     for live, row in table.iterrows():
         label = _reference_label(str(live))
         if label is None:

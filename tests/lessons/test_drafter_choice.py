@@ -41,6 +41,7 @@ def test_lookup_gain_and_the_noise_floor():
     assert "stdlib 1.40× → 1.90× (more)" in text and "stubs 1.30× → 1.35× (within the noise)" in text
     lines = dc.reference_sentences(ref)
     assert "In the reference run the plain loop" in lines[-1] and "0.97" in lines[-1]
+    assert any("on stubs prompts" in line for line in lines)       # every prompt kind the run measured
 
 
 def test_live_rows_are_checks_beside_their_reference_row():
@@ -52,3 +53,11 @@ def test_live_rows_are_checks_beside_their_reference_row():
     assert len(lines) == 2 and all("this machine" in s for s in lines)
     assert "agrees within the noise" in lines[0] and "Test CPU" in lines[0]
     assert "gains less than the reference" in lines[1]            # 0.45-0.55 against 0.85-0.95
+
+
+def test_without_a_reference_run_nothing_is_ranked():
+    assert dc.reference_sentences(None) == [dc.NO_REFERENCE]
+    assert dc.live_checks(pd.DataFrame({"speedup": [1.2], "speedup_min": [1.1], "speedup_max": [1.3]},
+                                       index=["layer skip (best draft)"]), None) == []
+    only_stdlib = reference([row("shipped configuration", (1.4, 1.35, 1.45))])
+    assert len(dc.reference_sentences(only_stdlib)) == 2            # stdlib's fastest, lookup's gain: no stubs line
