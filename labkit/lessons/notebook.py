@@ -71,6 +71,17 @@ def reference_or_none(name: str, folder=None):
         return None
 
 
+def noise_floor_line(reference, source: str = "stdlib") -> str:
+    """The reference run's A/A pair (the plain loop timed twice in one interleaved run) in words: what "within the
+    noise" means where a notebook compares timings; a note when the reference has no such row."""
+    from ..measure.reference import AA, aa_sentence
+
+    try:
+        return aa_sentence(reference.speedup(AA, source), "the plain loop", live=False)
+    except (AttributeError, LookupError):
+        return "The reference run has no A/A pair to show the noise floor (`python -m labkit reference`)."
+
+
 def short_table(frame: pd.DataFrame, keep, spec: str = ".3f", missing: str = "–", what: str = "every column"):
     """``frame`` for a reader: the columns ``keep`` (the point, at most about 8) as a table, and the whole frame one
     click away in a closed ``<details>`` block. A 28-column harness frame otherwise hides its speedup column

@@ -187,3 +187,17 @@ def test_short_table_keeps_the_point_and_puts_the_rest_one_click_away():
     assert "c27" in head and "c5" not in head and "c5" in rest and "(28)" in rest and "–" in head
     with pytest.raises(KeyError, match="speedup"):
         short_table(wide, ["speedup"])
+
+
+def test_reference_helpers_say_when_nothing_is_committed(tmp_path):
+    import json
+
+    from labkit.lessons.notebook import noise_floor_line, reference_or_none
+
+    assert reference_or_none("summary", tmp_path) is None
+    assert "no A/A pair" in noise_floor_line(None)
+    (tmp_path / "summary.json").write_text(json.dumps({"group": "summary", "machine": {}, "rows": [
+        {"method": "plain loop, again (A/A)", "kind": "plain", "source": "stdlib", "prompts": 4, "tokens": 128, "repetitions": 5,
+         "ms_per_token": [3.0, 2.9, 3.1], "speedup": [1.0, 0.96, 1.04]}]}))
+    line = noise_floor_line(reference_or_none("summary", tmp_path))
+    assert line.startswith("In the reference run the plain loop") and "1.00x (0.96" in line and "noise" in line
