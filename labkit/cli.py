@@ -68,6 +68,8 @@ COMMANDS: tuple[Command, ...] = (
     Command("bench", "labkit.measure.bench:main", "the side-by-side benchmark of every method on this machine"),
     Command("device-bench", "labkit.measure.device_bench:main",
             "lossless checks, a benchmark and the calibration on a GPU (or any device): data/bench/device/"),
+    Command("reference", "labkit.measure.reference_run:main",
+            "the quiet reference runs every comparison of the lab quotes (data/reference/, resumable)"),
     Command("stop-signal", "labkit.measure.stop_signal:main", "which draft signal predicts rejection while sampling",
             ("stop_signal",)),
     Command("notebooks", "labkit.lessons.notebook:main", "execute every notebook (html: and export HTML to build/)"),

@@ -8,7 +8,8 @@ signals, profiled exits), ``drafter_comparison``, ``gate``, ``speculative_sampli
 precision), ``device_bench`` (the lossless checks, a benchmark and the calibration on a GPU or any device),
 ``tree_costs`` (c_v against tree nodes, tree shapes against the chain), ``cascades`` (cascades
 against the chain, each level's part per step), ``roofline`` (bytes, FLOPs and time of a block against the
-machine's roofs; c against the blocks kept, c_v against the tokens verified), ``step_anatomy`` (one decoding step taken apart:
-arithmetic against per-call work) and ``calibration`` (the speedup
-self-drafting will reach here, predicted and then measured); ``reference`` (the committed reference runs every
-comparative sentence reads, a live run put beside them, the A/A noise floor)."""
+machine's roofs; c against the blocks kept, c_v against the tokens verified), ``step_anatomy`` (one decoding step
+taken apart: arithmetic against per-call work) and ``calibration`` (the speedup self-drafting will reach here,
+predicted and then measured); the reference runs: ``reference`` (the committed runs every comparative sentence reads,
+a live run put beside them, the A/A noise floor), ``reference_groups`` (what each group measures) and
+``reference_run`` (``python -m labkit reference``, resumable)."""
