@@ -106,12 +106,11 @@ def verify_sentence(verify_5: float, r2: float = 1.0) -> str:
             + (f"; the fit is poor (R² {r2:.2f}), so the verify line may be flatter than the machine. " if r2 < 0.9
                else ". "))
     if verify_5 < 2.0:
-        return text + ("Scoring every position in one pass is necessary for that, not sufficient: it is cheap because "
-                       "this forward is dominated by costs paid once per call (kernel launches, Python, reading the "
-                       "weights), not by arithmetic per token. A compute-bound forward (a large batch on a GPU, a very "
-                       "long draft) would cost closer to one step per token.")
+        return text + ("It is cheap because this forward is dominated by work paid once per call (Python and "
+                       "framework work per module, reading the weights), not by arithmetic per token. A compute-bound "
+                       "forward (a large batch on a GPU, a very long draft) would cost closer to one step per token.")
     return text + ("Here the extra tokens are not cheap: the forward is dominated by work per token, and verification "
-                   "saves less than it does in an overhead- or bandwidth-bound regime.")
+                   "saves less than it does where per-call work or weight reads dominate.")
 
 
 def single_block_sentence(single: dict, names: tuple[str, str]) -> str:

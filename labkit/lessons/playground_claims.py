@@ -57,9 +57,15 @@ def peak_answer(grid: PlaygroundGrid, s: Setting) -> str:
              1: "skipping saved no measurable time here"}[direction(c[0], c[-1])]
     a_why = {-1: "the draft drifts further from the full model", 0: "the draft stays close to the full model",
              1: "the searched sets at higher ratios happen to agree better"}[direction(acc[0], acc[-1])]
+    head = acc[: i + 1]
+    if 0 < i < len(ratios) - 1 and max(head) - min(head) <= 0.1 and acc[-1] < min(head) - 0.1:   # a plateau, a cliff
+        acc_text = (f"accepted / drafted stays between {num(min(head))} and {num(max(head))} up to {ratios[i]:.3f}, "
+                    f"then falls to {num(acc[-1])} at {ratios[-1]:.3f}")
+    else:
+        acc_text = trend(acc[0], acc[-1], "accepted / drafted")
     text = (f"With the {s.policy} policy, threshold {s.threshold:g} and max draft {s.max_draft}, "
             f"{_peak_place(grid, s, i, where)}. Going right, {trend(c[0], c[-1], 'the draft cost c')} ({c_why}) and "
-            f"{trend(acc[0], acc[-1], 'accepted / drafted')} ({a_why}).")
+            f"{acc_text} ({a_why}).")
     if 0 < i < len(ratios) - 1:
         gain = "the cheaper drafts" if direction(c[0], c[-1]) < 0 else "what skipping saves"
         text += (f" Past {ratios[i]:.3f} the tokens lost to rejected drafts outweigh {gain}, and the speedup drops "
@@ -239,8 +245,8 @@ def _int8_effect(grid: PlaygroundGrid, s: Setting) -> str:
     text = (f"int8 draft weights {'cut' if change < 0 else 'raise' if change > 0 else 'leave'} the draft cost c "
             + (f"at about {num(f.get('c'))}" if change == 0 else f"from {num(f.get('c'))} to {num(i.get('c'))}")
             + " of a plain step")
-    text += {-1: " (for one token a small model's forward on a CPU waits on its weights streaming from memory, "
-                 "and int8 weights are a quarter of the bytes)",
+    text += {-1: " (int8 shrinks the matrix products only; most of a step of this small model is per-module "
+                 "framework work, which it leaves as it is: notebook 11)",
              0: " (here the int8 drafts were not measurably cheaper)",
              1: " (on this machine the int8 kernel cost more than the bytes it saves)"}[change]
     fa, ia = f["acceptance_rate"], i["acceptance_rate"]

@@ -9,7 +9,7 @@ import numpy as np
 import torch
 
 from ..artifacts.prompts import repeated_share
-from ..artifacts.results import skip_set_for
+from ..artifacts.results import skip_set_for, trained_draft_path
 from ..core.decoding import autoregressive_generate, speculative_generate
 from ..core.policies import AdaptiveThreshold
 from ..core.skip import SkipSet
@@ -114,8 +114,10 @@ def demo_skip_set(model, name: str = "default", verbose: bool = True) -> SkipSet
     else the model card's, else a fixed set of late blocks), said aloud."""
     n_layers = int(model.config.num_hidden_layers)
     skip, source = skip_set_for(name, n_layers)
+    if skip in trained_draft_path(name).values():        # the search rediscovered it (notebook 02, section 8)
+        source = "the trained draft path (the blocks training built in; the priced search in data/search chose it too)"
     if verbose:
-        print(f"skip set for {name!r} from {source}: {skip} ({skip.ratio(n_layers):.0%} of blocks)")
+        print(f"skip set for {name!r}: {source}: {skip} ({skip.ratio(n_layers):.0%} of blocks)")
     return skip
 
 

@@ -18,6 +18,9 @@ def test_peak_answer_follows_the_curve():
     assert "peaks at skip ratio 0.250" in falling and "no rise" in falling
     assert "accepted / drafted falls" in falling
     assert "accepted / drafted rises" in pc.peak_answer(make_grid(HUMP, acceptance=lambda i, j: 0.5 + 0.2 * i), S)
+    # 04's grid: 0.92, 0.89, 0.86, 0.88, 0.91 up to the trained ratio, then a cliff (not "falls from 0.92 to 0.20")
+    cliff = pc.peak_answer(make_grid(HUMP, acceptance=lambda i, j: [0.9, 0.88, 0.2][i]), S)
+    assert "stays between 0.88 and 0.90 up to 0.500, then falls to 0.20 at 0.750" in cliff
 
 
 def test_peak_answer_says_when_the_noise_cannot_place_the_peak():
@@ -126,12 +129,13 @@ def test_weights_sentence_names_the_faster_weights_or_the_noise():
     faster = pc.weights_sentence(make_grid(HUMP, int8=FASTER))
     assert faster.startswith("The fastest cell reads int8 draft weights: 1.82× (min–max 1.80–1.84; skip ratio 0.500")
     assert "vs 1.42× with fp32 (min–max 1.40–1.44), beyond the noise" in faster
-    assert "cut the draft cost c from 0.55 to 0.30 of a plain step" in faster and "streaming from memory" in faster
+    assert "cut the draft cost c from 0.55 to 0.30 of a plain step" in faster and "matrix products only" in faster
+    assert "streaming" not in faster and "quarter of the bytes" not in faster
     assert "accepted / drafted stays at about the same (" in faster and "token-identical" in faster
     assert "with fp32, " in faster and "with int8)" in faster     # both values: the table shows the int8 one
     slower = pc.weights_sentence(make_grid(HUMP, int8=SLOWER))
     assert slower.startswith("The fastest cell reads fp32 draft weights: 1.42×") and "vs 1.12× with int8" in slower
-    assert "raise the draft cost c from 0.55 to 0.70" in slower and "streaming" not in slower
+    assert "raise the draft cost c from 0.55 to 0.70" in slower and "matrix products" not in slower
     tied = pc.weights_sentence(make_grid(HUMP, int8=TIED))
     assert "within the noise of each other" in tied and "reads" not in tied.split(".")[0]
     assert "leave the draft cost c at about 0.55" in tied
