@@ -6,51 +6,26 @@ A live FAST run (a few prompts, a few dozen tokens) names winners that flip betw
 comparative sentence here reads a :class:`~labkit.measure.reference.Reference`, and a live row appears only beside
 its reference row, in a line that says "this machine" (:func:`~labkit.measure.reference.live_vs_reference`).
 
-- :func:`reference_sentences`: the fastest drafter on a prompt kind and who is within the noise of it, what prompt
-  lookup adds in front of the shipped draft on each kind, and the noise floor (the A/A pair), each under 50 words;
+- :func:`reference_sentences`: the fastest drafter on each prompt kind and who is within the noise of it
+  (:func:`labkit.lessons.reference_claims.fastest_on`), what prompt lookup adds in front of the shipped draft on
+  each kind, and the noise floor (the A/A pair), each under 50 words;
 - :func:`live_checks`: each live drafter of 09's comparison beside the reference row of the same configuration;
 - :data:`LIVE_TO_REFERENCE`: which live drafter is which reference row.
 """
 from __future__ import annotations
 
-import math
-
 import pandas as pd
 
-from ..measure.reference import AA, PLAIN, SOURCES, Reference, Spread, aa_sentence, live_vs_reference
+from ..measure.reference import AA, SOURCES, Reference, Spread, aa_sentence
+from .reference_claims import NO_REFERENCE, fastest_on, live_beside_reference
 
-__all__ = ["NO_REFERENCE", "LIVE_TO_REFERENCE", "reference_sentences", "live_checks", "fastest_on",
-           "lookup_gain_sentence"]
+__all__ = ["LIVE_TO_REFERENCE", "reference_sentences", "live_checks", "lookup_gain_sentence"]
 
-#: What a notebook says before any reference run is committed.
-NO_REFERENCE = ("No reference run is committed yet (`python -m labkit reference` writes `data/reference/`): until "
-                "then this notebook ranks nothing.")
 #: 09's live drafter labels (labkit.measure.drafter_comparison) and the reference rows measuring the same
 #: configuration (group "summary"); an early-exit label carries its exit layer, so it is matched by prefix.
 LIVE_TO_REFERENCE = {"layer skip (best draft)": "shipped configuration",
                      "lookup + layer skip (best draft)": "shipped + prompt lookup",
                      "separate model": "separate draft model", "early exit": "early exit"}
-
-
-def _rows(reference: Reference, source: str, group: str) -> list:
-    return [r for r in reference.select(group, source) if r.method not in (PLAIN, AA) and r.baseline == PLAIN
-            and not math.isnan(r.speedup.median)]
-
-
-def fastest_on(reference: Reference, source: str = "stdlib", group: str = "summary") -> str:
-    """The fastest reference row on ``source`` by median, and every row whose min-max range overlaps it (so the
-    reference run cannot rank them), in under 50 words."""
-    rows = _rows(reference, source, group)
-    if not rows:
-        return f"The reference run has no drafter rows on {source} prompts."
-    best = max(rows, key=lambda r: r.speedup.median)
-    tied = [r for r in rows if r is not best and r.speedup.overlaps(best.speedup)]
-    text = f"In the reference run on {source} prompts the fastest is {best.method} at {best.speedup.text('×')}"
-    if not tied:
-        return text + ", ahead of every other drafter beyond the noise."
-    names = ", ".join(r.method for r in sorted(tied, key=lambda r: -r.speedup.median)[:3])
-    more = f" and {len(tied) - 3} more" if len(tied) > 3 else ""
-    return text + f"; {names}{more} {'is' if len(tied) == 1 else 'are'} within the noise of it."
 
 
 def lookup_gain_sentence(reference: Reference, sources, group: str = "summary",
@@ -101,17 +76,6 @@ def live_checks(table: pd.DataFrame, reference: Reference | None, source: str = 
                 group: str = "summary") -> list[str]:
     """Each live drafter (``table``: compare_drafters' frame, indexed by drafter) that the reference run also
     measured, beside its reference row: one "this machine" line each, never a ranking (none without a reference)."""
-    out = []
-    if reference is None:
-        return out
-    for live, row in table.iterrows():
-        label = _reference_label(str(live))
-        if label is None:
-            continue
-        try:
-            ref = reference.row(label, source, group)
-        except LookupError:
-            continue
-        spread = Spread(float(row["speedup"]), float(row["speedup_min"]), float(row["speedup_max"]))
-        out.append(live_vs_reference(str(live), spread, ref, reference.machine_for(ref)))
-    return out
+    live = {str(label): Spread(float(row["speedup"]), float(row["speedup_min"]), float(row["speedup_max"]))
+            for label, row in table.iterrows()}
+    return live_beside_reference(live, reference, group, source, _reference_label)

@@ -223,9 +223,9 @@ def trade_sentence(rows: list[dict], source: str, chain: str = "chain") -> str:
              if (b["speedup"] > c["speedup"]) == (gain > dearer) else
              f"the wall clock says otherwise ({b['speedup']:.2f}× against {c['speedup']:.2f}×: time outside "
              f"drafting and verifying, e.g. the tree's bookkeeping, decides)")
-    return (f"On this machine, on {source} prompts, {best} verified {b['nodes_per_verify']:.1f} nodes per step against the chain's "
-            f"{c['nodes_per_verify']:.1f} and emitted {b['tokens_per_step']:.2f} tokens per step against "
-            f"{c['tokens_per_step']:.2f} (×{gain:.2f}); its step cost {cost_b:.2f} plain steps (c_v = "
+    return (f"On this machine, on {source} prompts, {best} verified {b['nodes_per_verify']:.1f} nodes per step "
+            f"against the chain's {c['nodes_per_verify']:.1f} and emitted {b['tokens_per_step']:.2f} tokens per "
+            f"step against {c['tokens_per_step']:.2f} (×{gain:.2f}); its step cost {cost_b:.2f} plain steps (c_v = "
             f"{b['c_v']:.2f}) against {cost_c:.2f} (c_v = {c['c_v']:.2f}), ×{dearer:.2f}: the extra tokens {paid} "
             f"the wider tree, and {clock}.")
 

@@ -5,6 +5,7 @@ the reference's noise)."""
 import pandas as pd
 
 from labkit.lessons import drafter_choice as dc
+from labkit.lessons import reference_claims as rc
 from labkit.measure.reference import AA, PLAIN, Machine, Reference, ReferenceRow, Spread
 
 MACHINE = Machine("Test CPU", 1, {}, (0.1, 0.1, 0.1), (0.1, 0.1, 0.1), "2026-11-28", False)
@@ -22,14 +23,14 @@ def reference(rows):
 def test_fastest_turns_with_the_numbers_and_names_the_ties():
     apart = reference([row(PLAIN, (1, 1, 1)), row("shipped configuration", (1.4, 1.35, 1.45)),
                        row("shipped + prompt lookup", (1.9, 1.85, 1.95))])
-    text = dc.fastest_on(apart)
+    text = rc.fastest_on(apart)
     assert "fastest is shipped + prompt lookup at 1.90×" in text and "beyond the noise" in text
     lookup = row("shipped + prompt lookup", (1.9, 1.85, 1.95))
     close = reference([row("shipped configuration", (1.8, 1.7, 1.9)), lookup])
-    assert "shipped configuration is within the noise of it" in dc.fastest_on(close)
+    assert "shipped configuration is within the noise of it" in rc.fastest_on(close)
     flipped = reference([row("shipped configuration", (2.1, 2.0, 2.2)), lookup])
-    assert "fastest is shipped configuration" in dc.fastest_on(flipped)
-    assert "no drafter rows on stubs" in dc.fastest_on(apart, "stubs")
+    assert "fastest is shipped configuration" in rc.fastest_on(flipped)
+    assert "no drafter rows on stubs" in rc.fastest_on(apart, "stubs")
     assert all(len(s.split()) <= 50 for s in dc.reference_sentences(apart))
 
 
@@ -56,7 +57,7 @@ def test_live_rows_are_checks_beside_their_reference_row():
 
 
 def test_without_a_reference_run_nothing_is_ranked():
-    assert dc.reference_sentences(None) == [dc.NO_REFERENCE]
+    assert dc.reference_sentences(None) == [rc.NO_REFERENCE]
     assert dc.live_checks(pd.DataFrame({"speedup": [1.2], "speedup_min": [1.1], "speedup_max": [1.3]},
                                        index=["layer skip (best draft)"]), None) == []
     only_stdlib = reference([row("shipped configuration", (1.4, 1.35, 1.45))])
