@@ -11,5 +11,6 @@ against the chain, each level's part per step), ``roofline`` (bytes, FLOPs and t
 machine's roofs; c against the blocks kept, c_v against the tokens verified), ``step_anatomy`` (one decoding step
 taken apart: arithmetic against per-call work) and ``calibration`` (the speedup self-drafting will reach here,
 predicted and then measured); the reference runs: ``reference`` (the committed runs every comparative sentence reads,
-a live run put beside them, the A/A noise floor), ``reference_groups`` (what each group measures) and
-``reference_run`` (``python -m labkit reference``, resumable)."""
+a live run put beside them, the A/A noise floor), ``reference_groups`` (what each group measures),
+``reference_run`` (``python -m labkit reference``, resumable) and ``reference_tables`` (the speed table of the README
+and docs/summary.md, the decision table of notebook 09)."""

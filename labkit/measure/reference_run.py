@@ -15,8 +15,8 @@ skips finished units unless ``--force``. A finished group also gets a readable `
 
 The estimate (``--list``, printed before a run): decoders x prompts x new tokens x (repetitions + warm-up) x
 ``ms_per_token_guess`` (2.5 ms: between the plain loop's 3.4 and the drafted rows' 2 ms per token on a quiet
-2-core AMD EPYC, one thread). The default plan: the summary 4 prompts x 128 new tokens per source (sampling rows 2
-prompts), the notebook groups 3 x 64, 5 repetitions everywhere: about 15 minutes in all on that machine.
+2-core AMD EPYC, one thread). The default plan: the summary 6 prompts x 128 new tokens per source (sampling rows 2
+prompts), the notebook groups 4 x 64, 5 repetitions everywhere: about 15 minutes in all on that machine.
 """
 from __future__ import annotations
 
@@ -40,6 +40,7 @@ from .harness import Stopwatch, run_interleaved, summarise
 from .machine import machine_info
 from .reference import REFERENCE_DIR, ReferenceRow, load_reference, row_from_summary
 from .reference_groups import GROUPS, Group, Unit
+from .reference_tables import write_speed_tables
 
 __all__ = ["ReferenceConfig", "Context", "run_group", "run_reference", "estimate_seconds", "machine_record",
            "format_group", "main"]
@@ -51,10 +52,10 @@ EXTRA = ("accepted_per_step", "drafted_per_step", "limit", "gated_fraction", "se
 @dataclass
 class ReferenceConfig:
     model: str = "default"
-    n_prompts: int = 4                  # per source, greedy units (benchmark_prompts: never the choosing prompts)
+    n_prompts: int = 6                  # per source, greedy units (benchmark_prompts: never the choosing prompts)
     max_new_tokens: int = 128
     sampling_prompts: int = 2           # per source, sampling units
-    group_prompts: int = 3              # the notebook groups' units (every group but 'summary')
+    group_prompts: int = 4              # the notebook groups' units (every group but 'summary')
     group_tokens: int = 64
     repeats: int = 5
     temperatures: tuple[float, ...] = (0.7, 1.0)
@@ -274,5 +275,8 @@ def main(argv: list[str] | None = None) -> list[Path]:
     if args.list:
         return []
     paths = run_reference(replace(config), only)
+    summary = Path(config.out_dir) / "summary.json"
+    if Path(config.out_dir).resolve() == REFERENCE_DIR.resolve() and summary.is_file():
+        paths += write_speed_tables(load_reference(summary))       # README and docs/summary.md quote the new file
     print("written: " + ", ".join(str(p) for p in paths))
     return paths
