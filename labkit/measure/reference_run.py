@@ -157,14 +157,14 @@ def _load_existing(path: Path, force: bool) -> dict:
     return {"rows": data.get("rows", []), "units": data.get("units", []), "machine": data.get("machine")}
 
 
-def _unit_rows(ctx: Context, group: Group, unit: Unit) -> list[ReferenceRow]:
+def _unit_rows(ctx: Context, group: Group, unit: Unit, progress: bool = False) -> list[ReferenceRow]:
     config = ctx.config
     prompts, tokens = config.size(group.name, unit)
     decoders = unit.make()
     ids = ctx.prompt_ids(unit.source, prompts)
     with torch.inference_mode():
         runs = run_interleaved(decoders, ids, max_new_tokens=tokens, repeats=config.repeats,
-                               desc=f"{group.name}: {unit.key}", progress=False)
+                               desc=f"{group.name}: {unit.key}", progress=progress)
     baseline = next(d.method for d in decoders if d.method.label == unit.baseline)
     return [row_from_summary(s, group=group.name, source=unit.source, prompts=prompts, tokens=tokens,
                              repetitions=config.repeats, baseline=unit.baseline, extra=EXTRA)
@@ -181,7 +181,10 @@ def run_group(ctx: Context, group: Group, *, progress: bool = True) -> Path:
     units = [u for u in group.units(ctx) if u.key not in done["units"]]
     clock = Stopwatch()
     for unit in tqdm(units, desc=f"reference {group.name}", disable=not progress):
-        rows = _unit_rows(ctx, group, unit)
+        rows = _unit_rows(ctx, group, unit, progress)
+        differ = [r.method for r in rows if r.identical is False]
+        if differ:                                     # recorded in the file and its .md; said here at once too
+            tqdm.write(f"{group.name}, {unit.key}: NOT token-identical to {unit.baseline}: {', '.join(differ)}")
         done["rows"] += [r.to_dict() for r in rows]
         done["units"].append(unit.key)
         _write(path, group, ctx, done, load_before, clock.seconds)
