@@ -131,10 +131,10 @@ def bo_cost_sentence(comparison: dict) -> str:
     if base:
         verdict += (" Against the plain loop's " + num(base) + " ms/token that is "
                     + join([f"{num(base / v)}x for {k}" for k, v in finals.items()]) + ".")
-    return (f"{verdict} A random trial took {per_trial['random']:.2f} s (the evaluation alone); a GP trial "
-            f"{per_trial['gp']:.2f} s, so the GP's own proposal cost {gp_overhead:.2f} s a trial: BO is worth it "
-            f"where what it saves in trials outweighs that, which grows with the cost of one evaluation (minutes "
-            f"of GPU time for a 13B model) and with the size of the space.")
+    return (f"{verdict} A random trial took {per_trial['random']:.2f} s (the evaluation alone), a GP trial "
+            f"{per_trial['gp']:.2f} s: the GP's own proposal cost {gp_overhead:.2f} s a trial. BO is worth it where "
+            f"the trials it saves outweigh that, which grows with the cost of one evaluation (minutes of GPU time "
+            f"for a 13B model) and with the size of the space.")
 
 
 def shipped_search_sentence(best: dict, n_trials: int, seconds: float | None) -> str:

@@ -209,16 +209,15 @@ def best_found_sentence(grid: PlaygroundGrid) -> str:
     and, when the grid has both, the fastest fp32 cell against the fastest int8 one."""
     setting, cell = grid.best()
     near = grid.within_noise(setting, any_weights=True)
-    text = (f"Best found in the grid of {grid.name!r}: {setting.describe()}, {num(cell['speedup'])}× (median of "
-            f"{len(cell['speedup_repeats'])} repetitions, "
-            f"min–max {num(cell['speedup_min'])}–{num(cell['speedup_max'])}). ")
+    text = (f"Best found in the grid of {grid.name!r}: {setting.describe()}. It ran at {num(cell['speedup'])}× (median "
+            f"of {len(cell['speedup_repeats'])} repetitions, min–max {num(cell['speedup_min'])}–"
+            f"{num(cell['speedup_max'])}). ")
     if not near:
         text += "No other cell's range reaches it: it is ahead beyond the noise."
     else:
         ratios = sorted({s.ratio for s in near})
         text += (f"{len(near)} other cell(s) have overlapping ranges (at skip ratios "
-                 f"{join([f'{r:.3f}' for r in ratios])}), so the grid cannot rank it above them: read it as one "
-                 f"of the best settings, not the best.")
+                 f"{join([f'{r:.3f}' for r in ratios])}): read it as one of the best settings, not the best.")
     return text + (" " + weights_sentence(grid) if len(grid.draft_weights) > 1 else "")
 
 
@@ -245,14 +244,14 @@ def _int8_effect(grid: PlaygroundGrid, s: Setting) -> str:
     text = (f"int8 draft weights {'cut' if change < 0 else 'raise' if change > 0 else 'leave'} the draft cost c "
             + (f"at about {num(f.get('c'))}" if change == 0 else f"from {num(f.get('c'))} to {num(i.get('c'))}")
             + " of a plain step")
-    text += {-1: " (int8 shrinks the matrix products only; most of a step of this small model is per-module "
-                 "framework work, which it leaves as it is: notebook 11)",
+    text += {-1: ". int8 shrinks the matrix products only, not the per-module framework work that is most of "
+                 "this small model's step (notebook 11)",
              0: " (here the int8 drafts were not measurably cheaper)",
              1: " (on this machine the int8 kernel cost more than the bytes it saves)"}[change]
     fa, ia = f["acceptance_rate"], i["acceptance_rate"]
-    text += (f", and accepted / drafted stays at about the same ({num(fa)} with fp32, {num(ia)} with int8)"
+    text += (f". Accepted / drafted stays at about the same ({num(fa)} with fp32, {num(ia)} with int8)"
              if direction(fa, ia) == 0 and not (is_missing(fa) or is_missing(ia)) else
-             f", and {trend(fa, ia, 'accepted / drafted')}")
+             f". {trend(fa, ia, 'Accepted / drafted')}")
     if i.get("identical_to_plain") is True:
         text += "; the output stays token-identical to plain decoding (verification reads the model's own weights)"
     return text + "."

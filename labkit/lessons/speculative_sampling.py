@@ -138,8 +138,8 @@ def multi_token_sentence(rows: list[dict]) -> str:
         beside = ("within the noise" if r["tv"] <= 2 * noise else f"{r['tv'] / noise:.0f}× the noise")
         verdict = "consistent with p's joint" if r["consistent_with_p"] else "NOT distributed as p's joint"
         parts.append(f"{r['rule']}: TV {r['tv']:.4f} ({beside}), {_fmt_p(r['p_value'])}, {verdict}")
-    return (f"Over n = {rows[0]['n']:,} two-token runs (n draws straight from p's joint are {noise:.4f} from it in "
-            f"TV): " + "; ".join(parts) + ".")
+    return (f"Over n = {rows[0]['n']:,} two-token runs, n draws straight from p's joint are {noise:.4f} from it in "
+            f"TV (the noise). " + ". ".join(parts) + ".")
 
 
 def alpha_shape_sentence(frame, low_t_alpha: float | None = None) -> str:

@@ -76,7 +76,7 @@ def test_twin_answer_and_best_found():
     clear = pc.best_found_sentence(make_grid(lambda i, j: 1.0 + 0.1 * i + 0.3 * (i == 2 and j == 2)))
     assert "ahead beyond the noise" in clear
     crowded = pc.best_found_sentence(make_grid(HUMP, noise=0.2))
-    assert "cannot rank it above them" in crowded
+    assert "read it as one of the best settings, not the best" in crowded
 
 
 def test_live_sentence_inside_or_outside_the_grid_range():
@@ -131,7 +131,7 @@ def test_weights_sentence_names_the_faster_weights_or_the_noise():
     assert "vs 1.42× with fp32 (min–max 1.40–1.44), beyond the noise" in faster
     assert "cut the draft cost c from 0.55 to 0.30 of a plain step" in faster and "matrix products only" in faster
     assert "streaming" not in faster and "quarter of the bytes" not in faster
-    assert "accepted / drafted stays at about the same (" in faster and "token-identical" in faster
+    assert "Accepted / drafted stays at about the same (" in faster and "token-identical" in faster
     assert "with fp32, " in faster and "with int8)" in faster     # both values: the table shows the int8 one
     slower = pc.weights_sentence(make_grid(HUMP, int8=SLOWER))
     assert slower.startswith("The fastest cell reads fp32 draft weights: 1.42×") and "vs 1.12× with int8" in slower
@@ -140,7 +140,7 @@ def test_weights_sentence_names_the_faster_weights_or_the_noise():
     assert "within the noise of each other" in tied and "reads" not in tied.split(".")[0]
     assert "leave the draft cost c at about 0.55" in tied
     worse = make_grid(HUMP, int8=dict(FASTER, acceptance=lambda i, j: 0.7 - 0.2 * i))
-    assert "accepted / drafted falls from 0.76 to 0.50" in pc.weights_sentence(worse)
+    assert "Accepted / drafted falls from 0.76 to 0.50" in pc.weights_sentence(worse)
     assert "holds fp32 draft weights only" in pc.weights_sentence(make_grid(HUMP))
 
 
@@ -168,7 +168,7 @@ def test_answers_follow_the_selected_draft_weights():
 def test_best_found_and_summary_compare_the_draft_weights():
     assert "draft weights" not in pc.best_found_sentence(make_grid(HUMP)).split(": ", 1)[1].split(")")[1]
     both = pc.best_found_sentence(make_grid(HUMP, int8=FASTER))
-    assert "int8 draft weights, 1.82×" in both and "The fastest cell reads int8 draft weights" in both
+    assert "int8 draft weights. It ran at 1.82×" in both and "The fastest cell reads int8 draft weights" in both
     assert "The fastest cell reads fp32" in pc.best_found_sentence(make_grid(HUMP, int8=SLOWER))
     bullets = pc.summary(make_grid(HUMP, int8=TIED), make_grid(lambda i, j: 0.9, name="plain"), S)
     assert len(bullets) == 5 and "within the noise of each other" in bullets[3] and "never the output" in bullets[3]
