@@ -9,7 +9,8 @@ so the ranking comes from the reference run of the notebook's group (``data/refe
 - :func:`group_sentences`: that sentence for every prompt kind the group measured, or one line saying no reference
   run is committed (:data:`NO_REFERENCE`);
 - :func:`live_beside_reference`: each live row whose label the reference also measured, in one
-  :func:`~labkit.measure.reference.live_vs_reference` line.
+  :func:`~labkit.measure.reference.live_vs_reference` line; :func:`live_spreads` reads those rows from a harness
+  frame or row list.
 """
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from collections.abc import Callable, Mapping
 
 from ..measure.reference import AA, PLAIN, SOURCES, Reference, Spread, live_vs_reference
 
-__all__ = ["NO_REFERENCE", "fastest_on", "group_sentences", "live_beside_reference"]
+__all__ = ["NO_REFERENCE", "fastest_on", "group_sentences", "live_beside_reference", "live_spreads"]
 
 #: What a notebook says before any reference run is committed.
 NO_REFERENCE = ("No reference run is committed yet (`python -m labkit reference` writes `data/reference/`): until "
@@ -75,3 +76,12 @@ def live_beside_reference(live: Mapping[str, Spread], reference: Reference | Non
             continue
         out.append(live_vs_reference(label, Spread.of(spread), ref, reference.machine_for(ref)))
     return out
+
+
+def live_spreads(rows, source: str | None = None) -> dict[str, Spread]:
+    """{method: speedup Spread} from harness rows (a DataFrame with a ``method`` column or index, or a list of
+    dicts) that have ``speedup``, ``speedup_min`` and ``speedup_max``; only ``source``'s rows when given."""
+    records = rows if isinstance(rows, list) else [
+        {"method": str(index), **record} for index, record in zip(rows.index, rows.to_dict("records"))]
+    return {str(r.get("method")): Spread(float(r["speedup"]), float(r["speedup_min"]), float(r["speedup_max"]))
+            for r in records if source is None or r.get("source", source) == source}

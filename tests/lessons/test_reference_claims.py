@@ -36,3 +36,15 @@ def test_live_rows_only_beside_their_reference_row():
     renamed = rc.live_beside_reference({"ks": Spread(1.1, 1.0, 1.2)}, REF, "07", "stdlib", {"ks": "knapsack"}.get)
     assert len(renamed) == 1 and renamed[0].startswith("On this machine ks measured")
     assert rc.live_beside_reference(live, None, "07", "stdlib") == []
+
+
+def test_live_spreads_read_frames_and_row_lists():
+    import pandas as pd
+
+    frame = pd.DataFrame({"source": ["stdlib", "packages"], "method": ["knapsack", "knapsack"], "speedup": [1.1, 1.2],
+                          "speedup_min": [1.0, 1.1], "speedup_max": [1.2, 1.3]})
+    assert rc.live_spreads(frame, "packages") == {"knapsack": Spread(1.2, 1.1, 1.3)}
+    indexed = pd.DataFrame({"speedup": [1.0], "speedup_min": [0.9], "speedup_max": [1.1]}, index=["jacobi, pad"])
+    assert rc.live_spreads(indexed) == {"jacobi, pad": Spread(1.0, 0.9, 1.1)}
+    assert rc.live_spreads([{"method": "chain", "speedup": 1.3, "speedup_min": 1.2, "speedup_max": 1.4}]) == {
+        "chain": Spread(1.3, 1.2, 1.4)}
