@@ -322,9 +322,12 @@ def profile_sentences(profiles: dict[str, dict], ours: str = "labkit", theirs: s
                f"prompt a second time for its draft cache), {ours} keeps what the draft computed.")
     verify_a = a["late_ms_per_token"] + a["full_ms_per_token"]
     verify_b = b["full_ms_per_token"]
-    out.append(f"Model calls that verify (and prefill) cost {verify_b:.2f} ms per token in {theirs} against "
-               f"{verify_a:.2f} in {ours}; outside model calls (the decoding loop) {b['outside_ms_per_token']:.2f} "
-               f"against {a['outside_ms_per_token']:.2f} ms per token.")
+    gaps = {"verifying (and prefill)": verify_b - verify_a,
+            "the decoding loop outside model calls": b["outside_ms_per_token"] - a["outside_ms_per_token"]}
+    largest = max(gaps, key=lambda k: abs(gaps[k]))
+    out.append(f"On this machine, verifying (and prefill) cost {verify_b:.2f} ms per token in {theirs} against "
+               f"{verify_a:.2f} in {ours}, and the loop outside model calls {b['outside_ms_per_token']:.2f} against "
+               f"{a['outside_ms_per_token']:.2f}: the larger gap is {largest} ({abs(gaps[largest]):.2f} ms per token).")
     faster = theirs if b["ms_per_token"] < a["ms_per_token"] else ours
     sa, sb = _spread(a, "ms"), _spread(b, "ms")
 
@@ -337,7 +340,7 @@ def profile_sentences(profiles: dict[str, dict], ours: str = "labkit", theirs: s
                    if overlaps(sa, sb) else f"{faster} is faster beyond the noise ({n} interleaved repetitions each)")
     else:
         verdict = f"{faster} is faster on this single run (no repetitions: the noise is unknown)"
-    out.append(f"In all, {ms(b, sb)} ms per token in {theirs} and {ms(a, sa)} in {ours}: {verdict}.")
+    out.append(f"On this machine, in all, {ms(b, sb)} ms per token in {theirs} and {ms(a, sa)} in {ours}: {verdict}.")
     return out
 
 
