@@ -15,7 +15,8 @@ from ..viz.widgets import as_widget, update_widget
 from .claims import is_missing, join, ranking, who_wins
 
 __all__ = ["BOStepper", "first_step_sentence", "last_step_sentence", "exploration_sentences", "exploration_view",
-           "per_trial_line", "acquisition_sentence", "sampler_sentence", "toy_ends_sentence", "ard_sentence", "sampler_declaration_note"]
+           "per_trial_line", "acquisition_sentence", "sampler_sentence", "toy_ends_sentence", "ard_sentence",
+           "sampler_declaration_note"]
 
 
 class BOStepper:

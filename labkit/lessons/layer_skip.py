@@ -157,7 +157,8 @@ def path_ends_sentence(predicted, full_step_ms: float) -> str:
     rows = predicted[predicted["alpha_source"] == "measured"] if "alpha_source" in predicted else predicted
     ends = {"Skipping nothing": rows.loc[rows["n_skipped"].idxmin()],
             f"skipping all {int(rows['n_skipped'].max())} blocks": rows.loc[rows["n_skipped"].idxmax()]}
-    why = {"Skipping nothing": ("a draft costs a full step and buys nothing; verifying several tokens costs more", "on this fit verifying several tokens costs no more than one step, "
+    why = {"Skipping nothing": ("a draft costs a full step and buys nothing; verifying several tokens costs more",
+                                "on this fit verifying several tokens costs no more than one step, "
                                 "so γ full drafts and one verify emit γ + 1 tokens for γ + 1 steps"),
            "skip": ("the draft still pays the fixed part and the verifier rejects almost everything",
                     "the fixed part and the verify pass happen to cost nothing extra on this fit")}

@@ -188,14 +188,16 @@ def reference_sampling(name: str = "summary", source: str = "stdlib", folder=Non
         rows.sort(key=lambda r: r.source != source)
         if rows:
             found[t] = rows[0]
-    return found, (reference.machine_for(next(iter(found.values()))) if found else None)
+    return found, (reference.machine_for(next(iter(found.values()))) if found else reference.machine)
 
 
 def reference_sampling_sentence(rows: dict, machine) -> str:
     """Speculative sampling's speedup over plain sampling in the reference run, per temperature, and whether the
     temperatures differ beyond the repetitions' min-max (the one answer 03, 05 and the README give)."""
     if not rows:
-        return "No reference run is committed (`python -m labkit reference`): nothing here compares speeds."
+        where = ("No reference run is committed" if machine is None else
+                 f"The reference run ({machine.describe()}) has no speculative-sampling rows")
+        return f"{where} (`python -m labkit reference --only summary`): nothing here compares speeds."
     parts = [f"{r.speedup.text('x')} at T = {t:g}" for t, r in sorted(rows.items())]
     text = (f"The reference run on {machine.describe()}: speculative sampling ran at {' and '.join(parts)} against "
             f"plain sampling at the same temperature")

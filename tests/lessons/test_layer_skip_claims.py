@@ -197,7 +197,8 @@ def test_reference_helpers_say_when_nothing_is_committed(tmp_path):
     assert reference_or_none("summary", tmp_path) is None
     assert "no A/A pair" in noise_floor_line(None)
     (tmp_path / "summary.json").write_text(json.dumps({"group": "summary", "machine": {}, "rows": [
-        {"method": "plain loop, again (A/A)", "kind": "plain", "source": "stdlib", "prompts": 4, "tokens": 128, "repetitions": 5,
+        {"method": "plain loop, again (A/A)", "kind": "plain", "source": "stdlib", "prompts": 4, "tokens": 128,
+         "repetitions": 5,
          "ms_per_token": [3.0, 2.9, 3.1], "speedup": [1.0, 0.96, 1.04]}]}))
     line = noise_floor_line(reference_or_none("summary", tmp_path))
     assert line.startswith("In the reference run the plain loop") and "1.00x (0.96" in line and "noise" in line

@@ -91,6 +91,9 @@ def test_reference_sampling_gives_one_answer_per_temperature(tmp_path):
     assert "lower at T = 1, beyond the noise" in lesson.reference_sampling_sentence(*found)
     assert lesson.reference_sampling(folder=tmp_path / "none") == ({}, None)
     assert "No reference run is committed" in lesson.reference_sampling_sentence({}, None)
+    other = reference_file(tmp_path, {})                                    # a reference run without these rows
+    found = lesson.reference_sampling(folder=other)
+    assert "has no speculative-sampling rows" in lesson.reference_sampling_sentence(*found)
 
 
 def test_rejection_rate_is_power_only_for_a_wrong_rule():
