@@ -285,6 +285,15 @@ def _arithmetic(anatomy: dict) -> float:
     return sum(anatomy["parts"][p] for p in ARITHMETIC)
 
 
+def _c_text(anatomy: dict) -> str:
+    """c of a breakdown, timed in the same rounds as the full step: '0.58 (0.55–0.63)' (without it: the ratio of
+    two separately timed steps is not a cost, so 'n/a')."""
+    if "c" not in anatomy:
+        return "n/a"
+    value, low, high = anatomy["c"]
+    return f"{value:.2f} ({low:.2f}–{high:.2f})"
+
+
 def anatomy_table(anatomies: Mapping[str, dict]) -> list[dict]:
     """One row per part of a step (ms per step), one column per configuration, and the total."""
     rows = [{"part": part, **{label: a["parts"][part] for label, a in anatomies.items()}} for part in PARTS]
@@ -305,14 +314,14 @@ def anatomy_sentences(full: dict, draft: dict, draft_int8: dict | None = None) -
     out.append(f"On this machine one block took {1e3 * full['per_block_ms']:.0f} µs, "
                f"{1e3 * full['per_block_arithmetic_ms']:.0f} µs of it arithmetic; a draft keeping {draft['blocks']} of "
                f"{full['blocks']} blocks drops whole blocks and keeps the rest, so c ≈ {predicted_c(full, kept):.2f} "
-               f"is predicted; measured {draft['step_ms'] / full['step_ms']:.2f}.")
+               f"is predicted; measured {_c_text(draft)}.")
     if draft_int8 is not None:
         floor = int8_bound(draft)
         out.append(f"On this machine int8 weights took the draft's matrix products and LM head from "
                    f"{draft['parts']['matrix products'] + draft['parts']['LM head']:.2f} to "
                    f"{draft_int8['parts']['matrix products'] + draft_int8['parts']['LM head']:.2f} ms; even free "
-                   f"they would leave {floor:.0%} of the draft step, and the step measured "
-                   f"{draft_int8['step_ms'] / draft['step_ms']:.0%} of its fp32 time.")
+                   f"they would leave {floor:.0%} of the draft step; c measured {_c_text(draft)} in fp32, "
+                   f"{_c_text(draft_int8)} in int8.")
     width = crossover_width(full)
     if not is_missing(width):
         out.append(f"On this machine a block's arithmetic would match its per-call work at a width of about "

@@ -22,7 +22,9 @@ grows with its weights, about the width squared, in the memory- or cache-bound r
 must be before its bytes, not its calls, set the step: the regime of a large model on a GPU, where c ≈ blocks kept.
 
 Timings: the fastest of ``repeats`` samples (other work on a shared machine only adds time); the hooked parts all come
-from the one fastest hooked forward, so they add up to a forward that happened. Notation (docs/notation.md): c the cost of one drafted token in plain decoding steps.
+from the one fastest hooked forward, so they add up to a forward that happened; c times the configuration's step and
+the full model's in the same interleaved rounds. Notation (docs/notation.md): c the cost of one drafted token in
+plain decoding steps.
 """
 from __future__ import annotations
 
@@ -39,7 +41,7 @@ from ..core.checks import check_int
 from ..core.devices import clock, model_device
 from ..core.forward import forward_tokens
 from ..core.skip import SkipSet, decoder_layers, skipping
-from .harness import interleaved_ms
+from .harness import interleaved_ms, ratio_spread
 from .roofline import CachedForwards, inner_for
 
 __all__ = ["PARTS", "ARITHMETIC", "AnatomyConfig", "step_anatomy", "predicted_c", "int8_bound", "crossover_width"]
@@ -170,7 +172,8 @@ def _hooked_forwards(model, runner: CachedForwards, repeats: int) -> list[dict]:
 
 def step_anatomy(model, *, skip: SkipSet | None = None, weights=None, config: AnatomyConfig | None = None) -> dict:
     """Where one step of ``model`` (under ``skip``, with draft ``weights`` such as ``core.draft_weights``'s int8;
-    None: the full model's own) spends its time here: {``step_ms`` (the whole step, no hooks), ``hooked_ms``,
+    None: the full model's own) spends its time here: {``step_ms`` (the whole step, no hooks), ``c`` (its cost in
+    full-model steps timed in the same rounds: fastest, min, max of the per-round ratios), ``hooked_ms``,
     ``parts`` ({part: ms per step}, :data:`PARTS`, summing to ``hooked_ms``), ``blocks`` (attention and MLP blocks
     executed), ``per_block_ms`` (hooked ms of one block), ``per_block_arithmetic_ms`` (its share of the products,
     attention kernel and cache updates), ``hidden_size``}."""
@@ -179,8 +182,11 @@ def step_anatomy(model, *, skip: SkipSet | None = None, weights=None, config: An
         raise ValueError(f"weights must be draft weights with .swapped() (core.draft_weights) or None, got {weights!r}")
     runner = CachedForwards(model, config.context, 1, config.seed)
     inner = inner_for(model, config.context)
+    with torch.no_grad():        # this configuration's step and the full model's, interleaved: c from the same rounds
+        steps = interleaved_ms({"step": lambda: runner.one_token(skip, weights), "full": runner.one_token},
+                               repeats=config.repeats, inner=inner)
+    step = steps["step"]
     with torch.no_grad(), skipping(model, skip), (weights.swapped() if weights is not None else nullcontext()):
-        step = interleaved_ms({"step": lambda: _plain(runner)}, repeats=config.repeats, inner=inner)["step"]
         hooked = _hooked_forwards(model, runner, config.repeats * inner)
         kernels = interleaved_ms(_kernels(model, config.context), repeats=config.repeats, inner=inner)
         attention, mlp = _kept_blocks(model)
@@ -193,15 +199,10 @@ def step_anatomy(model, *, skip: SkipSet | None = None, weights=None, config: An
              "framework in the blocks": max(0.0, fastest["blocks"] - in_blocks), "norms": fastest["norms"]}
     parts["rest of the forward"] = max(0.0, fastest["forward"] - sum(parts.values()))
     blocks = len(attention) + len(mlp)
-    return {"step_ms": min(step), "step_ms_max": max(step), "hooked_ms": sum(parts.values()), "parts": parts,
+    return {"step_ms": min(step), "step_ms_max": max(step), "c": ratio_spread(step, steps["full"], "fastest"),
+            "hooked_ms": sum(parts.values()), "parts": parts,
             "blocks": blocks, "per_block_ms": fastest["blocks"] / max(blocks, 1),
             "per_block_arithmetic_ms": in_blocks / max(blocks, 1), "hidden_size": int(model.config.hidden_size)}
-
-
-def _plain(runner: CachedForwards) -> None:
-    forward_tokens(runner.model, runner.ids[:, runner.context: runner.context + 1], runner.context, runner.cache,
-                   logits_to_keep=1)
-    crop_to(runner.cache, runner.context)
 
 
 def predicted_c(full: dict, kept: float) -> float:

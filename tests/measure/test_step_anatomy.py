@@ -35,6 +35,7 @@ def test_a_skip_set_takes_out_its_blocks_and_leaves_the_model_as_it_was(model):
     modules = [type(m) for m in model.modules()]
     out = sa.step_anatomy(model, skip=SkipSet(attention=(1, 2), mlp=(3,)), config=FAST)
     assert out["blocks"] == 8 - 3
+    assert len(out["c"]) == 3 and all(v > 0 for v in out["c"]) and out["c"][1] <= out["c"][2]   # timed beside full
     out8 = sa.step_anatomy(model, weights=draft_weights(model, "int8"), config=FAST)
     assert out8["blocks"] == 8 and out8["parts"]["matrix products"] > 0
     assert [type(m) for m in model.modules()] == modules
