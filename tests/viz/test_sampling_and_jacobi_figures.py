@@ -52,6 +52,8 @@ def test_monte_carlo_figure_titles_carry_the_verdicts():
     view = vs.monte_carlo_view(p, rows[1], LABELS)                  # what is drawn: emitted − p, and the noise band
     assert view["deviation"] == pytest.approx([e - q for e, q in zip(view["empirical"], view["p"])])
     assert list(fig.data[3].y) == pytest.approx(view["deviation"]) and all(n >= 0 for n in view["noise"])
+    ranges = {tuple(fig.layout[f"yaxis{i if i > 1 else ''}"].range) for i in range(1, len(rows) + 1)}
+    assert len(ranges) == 1, ranges         # one y scale: the exact rule's small bars look small beside a wrong rule's
 
 
 def test_tick_labels_are_upright_and_wrapped():
