@@ -17,7 +17,7 @@ from __future__ import annotations
 import pandas as pd
 
 from ..measure.reference import AA, SOURCES, Reference, Spread, aa_sentence
-from .reference_claims import NO_REFERENCE, fastest_on, live_beside_reference
+from .reference_claims import group_sentences, live_beside_reference
 
 __all__ = ["LIVE_TO_REFERENCE", "reference_sentences", "live_checks", "lookup_gain_sentence"]
 
@@ -49,13 +49,11 @@ def reference_sentences(reference: Reference | None, sources=None, group: str = 
     lookup adds, and the noise floor of the reference run (its A/A pair, when it has one). ``sources``: None, every
     prompt kind the run measured (in :data:`~labkit.measure.reference.SOURCES`' order). ``reference`` None (no run
     committed yet): one line saying so and which command writes it."""
-    if reference is None:
-        return [NO_REFERENCE]
-    measured = {r.source for r in reference.select(group)}
+    out = group_sentences(reference, group, sources)
+    measured = {r.source for r in reference.select(group)} if reference is not None else set()
     sources = [s for s in (sources or SOURCES) if s in measured]
     if not sources:
-        return [f"The reference run has no rows in group {group!r}."]
-    out = [fastest_on(reference, s, group) for s in sources]
+        return out
     out.append(lookup_gain_sentence(reference, sources, group))
     try:
         aa = reference.row(AA, sources[0], group)
