@@ -60,11 +60,11 @@ def _plan_sentence(ref: Reference) -> str:
     machine = ref.machines["summary"]
     text = (f"Speedup over the plain loop, median (min–max over {greedy.repetitions} interleaved repetitions, order "
             f"reversed on odd ones), {greedy.prompts} held-out prompts x {greedy.tokens} new tokens per prompt kind, "
-            f"the shipped `default` model, one torch thread; measured on {machine.describe()}, {machine.date}, by "
+            f"the shipped `default` model; measured on {machine.describe()}, {machine.date}, by "
             "`python -m labkit reference` (`data/reference/summary.json`, `.md` with ms/token, acceptance, c, c_v).")
     if sampled is not None:
         text += (f" Speculative sampling is timed against plain *sampling* at the same temperature "
-                 f"({sampled.prompts} prompts per kind).")
+                 f"({sampled.prompts} prompt{'s' if sampled.prompts != 1 else ''} per kind).")
     ident = [r for r in rows if r.identical is False]
     text += (" Every greedy row's output is token-identical to the plain loop's." if not ident else
              f" NOT token-identical: {', '.join(sorted({r.method for r in ident}))}.")
