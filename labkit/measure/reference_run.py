@@ -272,7 +272,8 @@ def main(argv: list[str] | None = None) -> list[Path]:
             continue
         seconds = estimate_seconds(config, group, ctx)
         total += seconds
-        print(f"  {name:<8} {len(group.units(ctx)):>2} units, about {seconds / 60:.1f} min: {group.title}")
+        n = len(group.units(ctx))
+        print(f"  {name:<8} {n:>2} unit{'s' if n != 1 else ' '}, about {seconds / 60:.1f} min: {group.title}")
     print(f"about {total / 60:.0f} min in all (estimate: {config.ms_per_token_guess:g} ms per token, "
           f"{config.threads} thread)")
     if args.list:
