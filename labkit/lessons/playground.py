@@ -268,19 +268,19 @@ class Playground:
         if s.policy == "adaptive" and cell.get("final_threshold") is not None:
             moved = f"; the adaptive threshold moved {s.threshold:g} → {fmt(cell['final_threshold'])}"
         same = {True: "yes", False: "NO", None: "n/a"}[cell.get("identical_to_plain")]
+        details = (f"skip set ({entry['n_skipped']} of {2 * grid.data['n_layers']} blocks, bucket "
+                   f"[{entry['bucket'][0]:g}, {entry['bucket'][1]:g})): {html.escape(str(skip))}; "
+                   f"{fmt(cell['ms_per_token'])} ms/token vs {fmt(cell['plain_ms_per_token'])} for the plain loop "
+                   f"(this skip set's shared baseline); analytic limit {fmt(cell.get('analytic_speedup'))}× with "
+                   f"c = {fmt(cell.get('c'), '.3f')}, c_v = {fmt(cell.get('c_v'), '.2f')} (forward passes only: "
+                   f"{fmt(cell.get('analytic_speedup_forward'))}×){moved}{_other_weights_html(grid, s)}")
         return (f"<b>{html.escape(grid.name)}</b>, {html.escape(s.describe())}<br>"
-                f"skip set ({entry['n_skipped']} of {2 * grid.data['n_layers']} blocks, bucket "
-                f"[{entry['bucket'][0]:g}, {entry['bucket'][1]:g})): {html.escape(str(skip))}<br>"
-                f"accepted / drafted = <b>{fmt(cell['acceptance_rate'])}</b>, <b>{fmt(cell['tokens_per_step'])}</b> "
-                f"tokens per step (d = {fmt(cell['drafted_per_step'])} drafted), <b>{fmt(cell['ms_per_token'])}</b> "
-                f"ms/token vs {fmt(cell['plain_ms_per_token'])} for the plain loop (this skip set's shared baseline) "
-                f"→ speedup <b>{fmt(cell['speedup'])}×</b> (min–max {fmt(cell['speedup_min'])}–"
+                f"speedup <b>{fmt(cell['speedup'])}×</b> (min–max {fmt(cell['speedup_min'])}–"
                 f"{fmt(cell['speedup_max'])} over {len(cell['speedup_repeats'])} repetitions; "
-                f"{len(grid.within_noise(s))} other {s.draft_weights} cells within its noise) "
-                f"(analytic limit {fmt(cell.get('analytic_speedup'))}× with c = {fmt(cell.get('c'), '.3f')}, "
-                f"c_v = {fmt(cell.get('c_v'), '.2f')}; forward passes only: "
-                f"{fmt(cell.get('analytic_speedup_forward'))}×){moved}; output identical to plain decoding: {same}"
-                f"{_other_weights_html(grid, s)}{self._live_html(s)}")
+                f"{len(grid.within_noise(s))} other {s.draft_weights} cells within its noise) · accepted / drafted "
+                f"<b>{fmt(cell['acceptance_rate'])}</b> · <b>{fmt(cell['tokens_per_step'])}</b> tokens per step "
+                f"(d = {fmt(cell['drafted_per_step'])} drafted) · identical to plain decoding: {same}"
+                f"{self._live_html(s)}<details><summary>details of this cell</summary>{details}</details>")
 
     def _live_html(self, s: Setting) -> str:
         """The latest live run of exactly ``s`` (draft weights included), as a readout line ('' if none)."""
