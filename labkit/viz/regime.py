@@ -93,9 +93,12 @@ def draft_cost_figure(curves: Mapping[str, Sequence[dict]], band: float = 0.1) -
     fig.add_trace(go.Scatter(x=[0, 1], y=[0, 1], mode="lines", name="c = kept (time ∝ blocks kept)",
                              line=dict(color=PALETTE["analytic"], dash="dot")))
     labels = list(curves)
-    for label, rows in curves.items():
+    for i, (label, rows) in enumerate(curves.items()):
         rows = sorted((r for r in rows if r["label"].startswith("kept")), key=lambda r: r["kept"])
-        fig.add_trace(go.Scatter(x=[r["kept"] for r in rows], y=[r["c"] for r in rows], mode="lines+markers",
+        shift = 0.012 * (i - (len(labels) - 1) / 2)              # side by side, so overlapping error bars stay apart
+        fig.add_trace(go.Scatter(x=[r["kept"] + shift for r in rows], y=[r["c"] for r in rows], mode="lines+markers",
+                                 customdata=[r["kept"] for r in rows],
+                                 hovertemplate="kept %{customdata:.2f}: c = %{y:.2f}<extra>" + label + "</extra>",
                                  name=label, line=dict(color=color_of(labels, label)), error_y=_error(rows, "c")))
     fig.update_xaxes(title_text="fraction of blocks kept (whole layers skipped, spread evenly)", range=[0, 1.05])
     fig.update_yaxes(title_text="draft cost c (one drafted token ÷ plain step)", range=[0, 1.3])
