@@ -20,6 +20,7 @@ import pandas as pd
 from ..artifacts.models import SHIPPED_MODELS
 from ..artifacts.paths import BUILD_DIR, MODELS_DIR, NOTEBOOK_DIR, SEARCH_DIR
 from ..measure.machine import cpu_model
+from ..measure.reference import AA, aa_sentence, load_reference
 
 __all__ = ["record_metrics", "display_table", "execute_notebook", "notebook_paths", "versions", "where_things_are",
            "export_html", "remote_scripts", "main"]
@@ -63,8 +64,6 @@ def display_table(frame: pd.DataFrame, spec: str = ".3f", missing: str = "–") 
 def reference_or_none(name: str, folder=None):
     """The committed reference group ``name`` (:func:`labkit.measure.reference.load_reference`), or None when no
     reference run is committed yet: the notebook then says so instead of comparing live numbers."""
-    from ..measure.reference import load_reference
-
     try:
         return load_reference(name, folder)
     except FileNotFoundError:
@@ -74,8 +73,6 @@ def reference_or_none(name: str, folder=None):
 def noise_floor_line(reference, source: str = "stdlib") -> str:
     """The reference run's A/A pair (the plain loop timed twice in one interleaved run) in words: what "within the
     noise" means where a notebook compares timings; a note when the reference has no such row."""
-    from ..measure.reference import AA, aa_sentence
-
     try:
         return aa_sentence(reference.speedup(AA, source), "the plain loop", live=False)
     except (AttributeError, LookupError):
