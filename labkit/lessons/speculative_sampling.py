@@ -199,8 +199,8 @@ def reference_sampling_sentence(rows: dict, machine) -> str:
                  f"The reference run ({machine.describe()}) has no speculative-sampling rows")
         return f"{where} (`python -m labkit reference --only summary`): nothing here compares speeds."
     parts = [f"{r.speedup.text('x')} at T = {t:g}" for t, r in sorted(rows.items())]
-    text = (f"The reference run on {machine.describe()}: speculative sampling ran at {' and '.join(parts)} against "
-            f"plain sampling at the same temperature")
+    text = (f"The reference run ({machine.describe()}) measured speculative sampling at {' and '.join(parts)} "
+            f"against plain sampling at the same temperature")
     if len(rows) < 2:
         return text + "."
     (t0, a), (t1, b) = sorted(rows.items())[0], sorted(rows.items())[-1]
