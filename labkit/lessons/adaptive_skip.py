@@ -195,7 +195,8 @@ def overhead_sentence(frame, budget: float = 0.1) -> str:
     if rows.empty:
         return "No adaptive strategy was measured."
     lo, hi = rows.loc[rows["select_share"].idxmin()], rows.loc[rows["select_share"].idxmax()]
-    text = (f"The time the strategies booked as choosing is between {_fmt(100 * lo['select_share'], '.1f')} % "
+    text = (f"On this machine, the time the strategies booked as choosing is between "
+            f"{_fmt(100 * lo['select_share'], '.1f')} % "
             f"({lo['method']}, {lo['source']} prompts) and {_fmt(100 * hi['select_share'], '.1f')} % ({hi['method']}, "
             f"{hi['source']} prompts) of decode time")
     over = rows[rows["select_share"] > budget]
@@ -251,7 +252,8 @@ def state_lines(strategies: dict, source: str) -> list[str]:
         if src != source:
             continue
         state = dict(strategy.state())
-        head = (f"{method}: ends on {state.pop('skip')} ({state.pop('n_skipped')} blocks skipped); chose for "
+        head = (f"{method}: ends on {state.pop('skip')} ({state.pop('n_skipped')} blocks skipped); on this machine "
+                f"chose for "
                 f"{_fmt(state.pop('select_ms'), '.1f')} ms = {_fmt(100 * state.pop('select_share'), '.1f')} % of "
                 f"the decode time it saw (its own ledger, over every call; the table's share is per measured run)")
         state.pop("strategy", None)
