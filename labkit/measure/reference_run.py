@@ -11,7 +11,8 @@ harness (:func:`labkit.measure.harness.run_interleaved`: every decoder once in t
 order reversed on odd repetitions, one untimed warm-up call each), at least 5 repetitions, greedy rows checked
 token-identical to the plain loop. A finished unit is written at once to ``<out>/<group>.json`` (the rows so far,
 the machine with the load average before and after, the plan), so a stopped run resumes at the next unit; a rerun
-skips finished units unless ``--force``. A finished group also gets a readable ``<group>.md``.
+skips finished units measured with the same plan unless ``--force`` (a ``--fast`` file is measured again in
+full). A finished group also gets a readable ``<group>.md``.
 
 The estimate (``--list``, printed before a run): decoders x prompts x new tokens x (repetitions + warm-up) x
 ``ms_per_token_guess`` (2.5 ms: between the plain loop's 3.4 and the drafted rows' 2 ms per token on a quiet
@@ -150,11 +151,22 @@ def estimate_seconds(config: ReferenceConfig, group: Group, ctx: Context) -> flo
     return total
 
 
-def _load_existing(path: Path, force: bool) -> dict:
-    if force or not path.is_file():
+def _plan(config: ReferenceConfig) -> dict:
+    """What a file's rows were measured with (a resumed run adds to a file only when its plan is the same)."""
+    plan = {k: v for k, v in asdict(config).items() if k not in ("out_dir", "force", "ms_per_token_guess")}
+    return json.loads(json.dumps(plan))                   # tuples as lists, as the file holds them
+
+
+def _load_existing(path: Path, config: ReferenceConfig) -> dict:
+    """The finished units and rows of ``path``; none with ``force``, or when the file was measured with another
+    plan (a --fast file is measured again in full, never mixed with it)."""
+    if config.force or not path.is_file():
         return {"rows": [], "units": []}
     data = json.loads(path.read_text())
-    return {"rows": data.get("rows", []), "units": data.get("units", []), "machine": data.get("machine")}
+    if data.get("plan") != _plan(config):
+        tqdm.write(f"{path}: measured with another plan ({data.get('plan')}); measuring it again")
+        return {"rows": [], "units": []}
+    return {"rows": data.get("rows", []), "units": data.get("units", [])}
 
 
 def _unit_rows(ctx: Context, group: Group, unit: Unit, progress: bool = False) -> list[ReferenceRow]:
@@ -176,7 +188,7 @@ def run_group(ctx: Context, group: Group, *, progress: bool = True) -> Path:
     config, out = ctx.config, Path(ctx.config.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     path = out / f"{group.name}.json"
-    done = _load_existing(path, config.force)
+    done = _load_existing(path, config)
     load_before = os.getloadavg()
     units = [u for u in group.units(ctx) if u.key not in done["units"]]
     clock = Stopwatch()
@@ -196,7 +208,7 @@ def run_group(ctx: Context, group: Group, *, progress: bool = True) -> Path:
 
 def _write(path: Path, group: Group, ctx: Context, done: dict, load_before: tuple, seconds: float) -> None:
     config = ctx.config
-    plan = {k: v for k, v in asdict(config).items() if k not in ("out_dir", "force", "ms_per_token_guess")}
+    plan = _plan(config)
     sources = sorted({r["source"] for r in done["rows"]})
     record = {"group": group.name, "title": group.title, "model": config.model,
               "command": "python -m labkit reference --only " + group.name, "seconds": round(seconds, 1),

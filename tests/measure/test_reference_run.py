@@ -54,6 +54,10 @@ def test_a_group_is_written_unit_by_unit_and_resumes(ctx, tmp_path):
     ctx.config.force = True
     rr.run_group(ctx, _group(calls), progress=False)
     assert len(calls) == 5
+    ctx.config.force, ctx.config.max_new_tokens = False, 16          # another plan: measured again, never mixed
+    ctx.config.__post_init__()
+    rr.run_group(ctx, _group(calls), progress=False)
+    assert len(calls) == 7 and {r["tokens"] for r in json.loads(path.read_text())["rows"]} == {32}
 
 
 def test_config_and_group_names_are_checked():
