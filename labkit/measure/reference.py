@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from ..artifacts.paths import DATA_DIR
-from .harness import Decoder, Method, run_interleaved, summarise
+from .harness import Decoder, Method, json_safe, run_interleaved, summarise
 
 __all__ = ["REFERENCE_DIR", "SOURCES", "PLAIN", "AA", "SUMMARY_METHODS", "SAMPLING_METHODS", "Spread",
            "ReferenceRow", "Machine", "Reference", "load_reference", "verdict", "live_vs_reference",
@@ -108,7 +108,7 @@ class ReferenceRow:
         """The row as strict JSON's values (NaN written as None)."""
         out = asdict(self)
         out["ms_per_token"], out["speedup"] = self.ms_per_token.as_list(), self.speedup.as_list()
-        return _no_nan(out)
+        return json_safe(out)
 
 
 @dataclass(frozen=True)
@@ -172,17 +172,6 @@ class Reference:
 
     def speedup(self, method: str, source: str = "stdlib", group: str | None = None) -> Spread:
         return self.row(method, source, group).speedup
-
-
-def _no_nan(value):
-    """``value`` with every NaN float replaced by None (recursively), so the file is strict JSON."""
-    if isinstance(value, float) and math.isnan(value):
-        return None
-    if isinstance(value, dict):
-        return {k: _no_nan(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_no_nan(v) for v in value]
-    return value
 
 
 def load_reference(name_or_path: str | Path | None = None, folder: str | Path | None = None) -> Reference:

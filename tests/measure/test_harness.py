@@ -100,3 +100,12 @@ def test_methods_are_data_and_arguments_are_checked(model):
         h.run_interleaved([plain(model), plain(model)], PROMPTS, max_new_tokens=4)
     with pytest.raises(ValueError, match="prompt"):
         h.run_interleaved([plain(model)], [], max_new_tokens=4)
+
+
+def test_json_safe_writes_nan_as_null_everywhere():
+    import json
+    import math
+
+    from labkit.measure.harness import json_safe
+    value = {"a": math.nan, "b": [1.0, math.nan, {"c": (math.nan, 2)}], "d": "x"}
+    assert json.dumps(json_safe(value), allow_nan=False) == '{"a": null, "b": [1.0, null, {"c": [null, 2]}], "d": "x"}'
