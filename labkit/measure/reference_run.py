@@ -230,9 +230,10 @@ def format_group(reference) -> str:
              f"Measured on {machine.describe()}, {machine.date}; torch {machine.versions.get('torch', '?')}, "
              f"transformers {machine.versions.get('transformers', '?')}."]
     if first:
+        sampled = any(r.identical is None for r in rows)          # sampling rows have no identity check
         lines.append(f"{first.prompts} prompts x {first.tokens} new tokens x {first.repetitions} interleaved "
-                     "repetitions per source (sampling rows: their own prompt count); speedups against the row "
-                     "named in 'against'.")
+                     "repetitions per source" + (" (sampling rows: their own prompt count)" if sampled else "")
+                     + "; speedups against the row named in 'against'.")
     for source in dict.fromkeys(r.source for r in rows):
         lines += ["", f"## {source}", "", "| method | speedup (min-max) | ms/token (min-max) | accepted/drafted "
                   "| tokens/step | c | c_v | identical | against |", "|---|---|---|---|---|---|---|---|---|"]
