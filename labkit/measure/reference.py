@@ -212,7 +212,7 @@ def live_vs_reference(label: str, live: Spread, reference: ReferenceRow | Spread
                       *, unit: str = "x") -> str:
     """One line putting a live measurement beside its reference: "On this machine <label> measured 1.31x
     (1.20-1.41); the reference run measured 1.55x (1.50-1.60) on <CPU>: this machine agrees within the noise"
-    (or "... measures less / more than the reference, beyond the noise"). ``unit`` 'x' for speedups, ' ms' for ms
+    (or "... gains less / more than the reference, beyond the noise"). ``unit`` 'x' for speedups, ' ms' for ms
     per token (then a higher live value reads 'is slower'). Never ranks anything on the live run alone."""
     ref = reference.speedup if isinstance(reference, ReferenceRow) and unit == "x" else (
         reference.ms_per_token if isinstance(reference, ReferenceRow) else Spread.of(reference))
