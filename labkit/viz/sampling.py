@@ -244,6 +244,7 @@ def temperature_figure(view: dict, *, gamma: int, current: float | None = None, 
                       visible=current is not None, name=CURRENT_T, row=1, col=col)
         fig.update_xaxes(title_text="temperature T", row=1, col=col)
     fig.update_yaxes(range=[0, 1.02], row=1, col=1)
+    fig.update_yaxes(rangemode="tozero", row=1, col=2)        # from 0: three close points do not fill the panel
     fig.update_layout(template="plotly_white", width=width)
     # eight legend entries wrap to four rows at this width; one more band keeps the subplot titles clear of them
     header(fig, "Real sampled runs across temperatures, beside what p and q predict", height, legend_rows=5,

@@ -85,6 +85,7 @@ def test_temperature_figure_marks_the_current_temperature():
     speedup = next(d for d in fig.data if d.name.startswith("speedup, measured"))     # its spread as error bars
     assert list(speedup.error_y.array) == pytest.approx([0.05, 0.1])
     assert list(speedup.error_y.arrayminus) == pytest.approx([0.1, 0.05])
+    assert fig.layout.yaxis2.rangemode == "tozero"          # tokens per step from 0: 2.2 vs 2.5 not a cliff
 
 
 def test_grid_states_follow_the_trace():
