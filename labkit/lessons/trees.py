@@ -236,14 +236,18 @@ def unsure_sentence(rows: list[dict], sources: tuple[str, str] = ("stdlib", "pac
     tokens per step over the chain on each source."""
     a, b = (spec_rows(rows, s) for s in sources)
     gain = {s: m[_best_tree(m)]["tokens_per_step"] - m[chain]["tokens_per_step"] for s, m in zip(sources, (a, b))}
-    sure = compare(a[chain]["acceptance"], b[chain]["acceptance"], a_name=f"the chain's acceptance on {sources[0]}",
-                   b_name=f"its acceptance on {sources[1]}", rel_tol=0.02)
+    surer = compare(a[chain]["acceptance"], b[chain]["acceptance"], a_name=f"the chain's acceptance on {sources[0]}",
+                    b_name=f"its acceptance on {sources[1]}", rel_tol=0.02)
     more = compare(gain[sources[0]], gain[sources[1]], a_name=f"the best tree's extra tokens per step on {sources[0]}",
                    b_name=f"those on {sources[1]}", rel_tol=0.05)
     if abs(a[chain]["acceptance"] - b[chain]["acceptance"]) <= 0.02 * max(a[chain]["acceptance"], 1e-12):
-        return f"{sure[0].upper()}{sure[1:]}: the draft was about as sure on both sources, so this pair cannot say."
+        return f"{surer[0].upper()}{surer[1:]}: the draft was about as sure on both sources, so this pair cannot say."
     unsure = sources[1] if a[chain]["acceptance"] > b[chain]["acceptance"] else sources[0]
-    follows = (gain[unsure] > gain[sources[0] if unsure == sources[1] else sources[1]])
-    tail = (f"so the tree won more tokens where the draft was less sure ({unsure})" if follows else
-            f"yet the tree did not win more tokens where the draft was less sure ({unsure}) on these prompts")
-    return f"{sure[0].upper()}{sure[1:]}; {more}: {tail} (tokens per step, {num(gain[unsure])} extra there)."
+    sure = sources[0] if unsure == sources[1] else sources[1]
+    if abs(gain[unsure] - gain[sure]) <= 0.05 * max(abs(gain[unsure]), abs(gain[sure]), 1e-12):   # compare's tolerance
+        tail = f"so on these prompts the tree won about as many tokens where the draft was less sure ({unsure})"
+    elif gain[unsure] > gain[sure]:
+        tail = f"so the tree won more tokens where the draft was less sure ({unsure})"
+    else:
+        tail = f"yet the tree did not win more tokens where the draft was less sure ({unsure}) on these prompts"
+    return f"{surer[0].upper()}{surer[1:]}; {more}: {tail} (tokens per step, {num(gain[unsure])} extra there)."
