@@ -2,7 +2,7 @@
 
 What a forward costs and what dominates it, how far the fitted per-layer costs spread, what verification costs,
 which single blocks the models cannot lose, whether the live search beat greedy elimination (and whether its set
-traded agreement for draft cost against greedy's set of the same size), whether the GP beat random search, how
+traded agreement for draft cost against greedy's set of the same size), how
 the predicted α relates to a run's accepted / drafted, and how the wall clock compares with the prediction; and
 the wall-clock table as a reader sees it. Notation: docs/notation.md.
 """
@@ -16,11 +16,11 @@ import numpy as np
 from ..artifacts.prompts import repeated_share
 from ..core.skip import SkipSet
 from ..measure.analytic import expected_tokens_per_step, predict
-from .claims import compare, join, who_wins
+from .claims import compare, join
 
 __all__ = ["block_parameters", "cost_sentence", "pooling_sentence", "verify_sentence", "single_block_sentence",
            "redundancy_sentence", "path_ends_sentence", "search_history_sentence", "search_vs_greedy_sentence",
-           "mask_sentence", "set_tradeoff_sentence", "sampler_sentence", "probe_repeated_share",
+           "mask_sentence", "set_tradeoff_sentence", "probe_repeated_share",
            "expected_accepted_per_drafted", "acceptance_sentence", "wall_clock_sentence"]
 
 
@@ -271,19 +271,6 @@ def set_tradeoff_sentence(cost_model, search: tuple[SkipSet, float], greedy: tup
                        "trials.")
     return text + ("Greedy elimination's set is at least as good on both counts: a set the search did not find in "
                    "its trials.")
-
-
-def sampler_sentence(comparison: dict, n_trials: int) -> str:
-    """GP against random search: median best ms/token over seeds, the seeds' spread as the noise."""
-    names = {"gp": "GP", "random": "random search", "tpe": "TPE"}
-    finals = {names.get(k, k): v for k, v in comparison["final"].items()}
-    medians = {s: statistics.median(v) for s, v in finals.items()}
-    spreads = {s: (min(v), max(v)) for s, v in finals.items()} if min(len(v) for v in finals.values()) > 1 else None
-    text = who_wins(medians, lower_is_better=True, what=f"median best f after {n_trials} trials (ms/token)",
-                    spreads=spreads, rel_tol=0.01, noise="the spread over seeds" if spreads else "a 1 % margin")
-    if spreads is None:
-        text += " One seed per sampler: no spread to judge the difference by."
-    return text
 
 
 def probe_repeated_share(probe, n: int = 4) -> float:

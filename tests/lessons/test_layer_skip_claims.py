@@ -60,12 +60,6 @@ def test_search_history_counts_repeated_masks():
 
 
 def test_sampler_masks_and_single_blocks():
-    gp_wins = {"final": {"gp": [4.0, 4.1, 4.2], "random": [4.5, 4.6, 4.8]}}
-    assert ls.sampler_sentence(gp_wins, 40).startswith("GP has the lowest")
-    random_wins = {"final": {"gp": [4.5, 4.6, 4.8], "random": [4.0, 4.1, 4.2]}}
-    assert ls.sampler_sentence(random_wins, 40).startswith("random search has the lowest")
-    tied = {"final": {"gp": [4.0, 4.6, 4.8], "random": [4.1, 4.3, 4.9]}}
-    assert "within the spread over seeds" in ls.sampler_sentence(tied, 40)
     text = ls.mask_sentence({"a": SkipSet(attention=[1, 2]), "b": SkipSet(attention=[0, 2])})
     assert text.startswith("a keeps layer 0's attention") and "only a skips attention 1" in text
     single = {"m": {"attention": [0.0, 0.9, 0.95], "mlp": [0.5, 0.96, 0.97]}}
