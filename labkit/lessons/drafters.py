@@ -382,6 +382,11 @@ class ExitLayerExplorer:
                               f"{row['tokens_per_step']:.2f} tokens per step.")
 
 
+def _below_chance(auc: float) -> str:
+    return (" (below 0.5: here low confidence goes with accepted drafts, so a gate turns the wrong steps plain)"
+            if auc < 0.5 else "")
+
+
 class GateExplorer:
     """A threshold slider and a prompt-set/policy dropdown over the ungated runs' steps: the histogram splits the
     steps the gate would keep from those it would decode plainly, and the readout previews the gate (fraction
@@ -430,6 +435,7 @@ class GateExplorer:
             f"those it drops {_pct(preview['acceptance_gated'])} "
             f"({preview['accepted_tokens_lost']:.0%} of all accepted tokens). "
             f"The previous token's confidence predicts the "
-            f"first drafted token's acceptance with AUC {preview['auc']:.2f}. Measured nearest setting ({label}): "
+            f"first drafted token's acceptance with AUC {preview['auc']:.2f}{_below_chance(preview['auc'])}. "
+            f"Measured nearest setting ({label}): "
             f"{nearest['speedup']:.2f}x, acceptance {_pct(nearest['acceptance'])}.")
         self.last_update_ms = 1e3 * (time.perf_counter() - t0)

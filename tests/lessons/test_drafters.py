@@ -214,3 +214,5 @@ def test_gate_explorer_moves_its_figure():
     explorer.choice.value = ("o", "p")
     assert explorer.readout.value != text and sum(len(d.x) for d in explorer.figure.data) == 3
     assert not math.isnan(explorer.last_update_ms)
+    assert "below 0.5" not in text                                   # "s": confidence 0.3 accepted, 0.1 and 0.5 not
+    assert lesson._below_chance(0.24).startswith(" (below 0.5") and lesson._below_chance(0.7) == ""
