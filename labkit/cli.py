@@ -73,6 +73,8 @@ COMMANDS: tuple[Command, ...] = (
             ("bench",)),
     Command("device-bench", "labkit.measure.bench.device:main",
             "lossless checks, a benchmark and the calibration on a GPU (or any device): data/bench/device/"),
+    Command("reference", "labkit.measure.reference.run:main",
+            "the quiet reference runs every comparison of the lab quotes (data/reference/, resumable)"),
     Command("stop-signal", "labkit.measure.signals.stop_signal:main",
             "which draft signal predicts rejection while sampling",
             ("stop_signal",)),

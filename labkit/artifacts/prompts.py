@@ -1,6 +1,6 @@
 """Held-out prompts: a function's signature and docstring, to be completed with its body.
 
-Five sources, each deterministic:
+Six sources, each deterministic (which functions make prompts, and their text: :mod:`labkit.artifacts.candidates`):
 
 - ``"stdlib"`` (the default): the *validation* files of the installed standard library
   (:mod:`labkit.artifacts.corpus`), which never contributed a token to training: in-distribution text.
@@ -9,7 +9,10 @@ Five sources, each deterministic:
   project and never trained on: the lab's *outside* prompts. :func:`source_info` names their versions.
 - ``"stdlib-long"`` and ``"packages-long"``: the same functions, same files and order, each after the text of
   its file just before it (a few hundred tokens in all, the length of a real completion request; see
-  :func:`_long_text`). Functions too near the top of their file are left out.
+  :func:`~labkit.artifacts.candidates.long_text`). Functions too near the top of their file are left out.
+- ``"stubs"``: function stubs whose docstring holds usage examples (``>>>`` lines), cut before the body, from the
+  stdlib's *validation* files and the outside packages plus numpy and packaging (:data:`STUB_PACKAGES`), one of each
+  in turn: the text a reader types most. No long variant (it would not fit the models' 512 positions).
 - a path to a user's own ``.txt`` or ``.jsonl`` file (format in :func:`read_prompt_file`).
 
 Prompts 0..23 (seed 0) of a built-in source choose skip sets and tune strategies (the search uses the first
@@ -18,7 +21,7 @@ no number comes from the prompts a set was chosen on.
 """
 from __future__ import annotations
 
-import ast
+import functools
 import hashlib
 import importlib.metadata
 import json
@@ -32,11 +35,19 @@ import torch
 from ..core.cache import new_cache
 from ..core.checks import check_int
 from ..core.forward import check_inputs, forward_tokens
+from .candidates import (
+    LONG_PROMPT_CHARS,
+    LONG_PROMPT_MIN_CHARS,
+    STUB_PROMPT_CHARS,
+    Prompt,
+    function_candidates,
+    hash_order,
+)
 from .corpus import corpus_files, package_files, package_folder, stdlib_root
 
 __all__ = ["Prompt", "prompts", "benchmark_prompts", "pick_prompt", "PROMPT_OFFSET", "OUTSIDE_PACKAGES",
            "BUILTIN_SOURCES", "package_prompts", "read_prompt_file", "source_info", "source_label",
-           "TXT_SEPARATOR", "first_repeat", "repeated_share", "Showcase", "showcase_prompt"]
+           "TXT_SEPARATOR", "first_repeat", "repeated_share", "Showcase", "showcase_prompt", "STUB_PACKAGES"]
 
 #: Prompts before this index (seed 0) of a built-in source choose skip sets; timing runs use the ones after.
 PROMPT_OFFSET = 24
@@ -46,118 +57,23 @@ PROMPT_OFFSET = 24
 #: (4-12 s each to scan on the lab's 2-core machine) nor plotly (mostly generated code).
 OUTSIDE_PACKAGES = (("optuna", "optuna"), ("tqdm", "tqdm"), ("papermill", "papermill"), ("nbconvert", "nbconvert"),
                     ("ipywidgets", "ipywidgets"), ("ipykernel", "ipykernel"), ("jupyterlab", "jupyterlab"))
-BUILTIN_SOURCES = ("stdlib", "packages", "stdlib-long", "packages-long")
-#: A long prompt (``"stdlib-long"``, ``"packages-long"``) holds as much of the file text before its function as
-#: keeps it within this many characters, not counting indentation (:func:`_cost`): about 230 tokens of the lab's
-#: tokenizer and at most 340 on every long prompt when written (tests/artifacts/test_prompts.py holds the first
-#: 30 of each source to 340, all to 372: the 512 - 128 new - 12 drafted positions the lab's models leave)...
-LONG_PROMPT_CHARS = 680
-#: ... and a function whose long prompt would stay under this many (near the top of its file) is left out.
-LONG_PROMPT_MIN_CHARS = 600
+#: (distribution, import name) of the packages that add to the stubs' outside functions: :data:`OUTSIDE_PACKAGES`
+#: hold few docstrings with ``>>>`` examples (tqdm and ipywidgets a handful), numpy (a direct dependency) and
+#: packaging (every installation has it through transformers) hundreds (numpy about 3 s to scan on 2 cores).
+STUB_PACKAGES = OUTSIDE_PACKAGES + (("numpy", "numpy"), ("packaging", "packaging"))
+BUILTIN_SOURCES = ("stdlib", "packages", "stdlib-long", "packages-long", "stubs")
 #: A line holding only this separates two prompts of a ``.txt`` prompt file.
 TXT_SEPARATOR = "---"
 
 
-@dataclass(frozen=True)
-class Prompt:
-    """A held-out code-completion prompt: a function's signature and docstring (a long prompt: after the
-    file text before it)."""
-
-    text: str          # what the model is given
-    source: str        # 'relative/path.py:line:function_name' (a file's prompts: 'file.txt:line')
-
-
-@dataclass(frozen=True)
-class _Candidate:
-    """One function as both prompts: ``short`` (signature and docstring, dedented) and ``long`` (the same lines
-    as the file has them, after the file text before them; "" when not asked for or the file has too little)."""
-
-    short: Prompt
-    long: str = ""
-
-
-def _docstring_functions(tree: ast.AST):
-    """(node, index of its first line (a decorator's), line number where its docstring ends) of every function
-    whose body is a docstring and at least one statement more: the body is what the model should write."""
-    for node in ast.walk(tree):
-        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) or not node.body:
-            continue
-        doc = node.body[0]
-        if not (isinstance(doc, ast.Expr) and isinstance(getattr(doc, "value", None), ast.Constant)
-                and isinstance(doc.value.value, str)) or len(node.body) < 2:
-            continue
-        yield node, (node.decorator_list[0].lineno if node.decorator_list else node.lineno) - 1, doc.end_lineno
-
-
-def _function_candidates(path: Path, root: Path, long: bool = False) -> list[_Candidate]:
-    """The prompt candidates of one file (with their long text when ``long``): functions whose short prompt is
-    60-600 characters."""
-    try:
-        source = path.read_text(encoding="utf-8")
-        tree = ast.parse(source)
-    except (SyntaxError, UnicodeDecodeError, ValueError):
-        return []
-    lines = source.splitlines(keepends=True)
-    found = []
-    for node, start, end in _docstring_functions(tree):
-        text = "".join(lines[start:end])
-        indent = len(text) - len(text.lstrip(" "))
-        # End at the closing quotes, not after a newline: byte-level BPE merges a newline with the
-        # next line's indentation ("\n   " + " return"), so a prompt ending in a bare "\n" would tell
-        # the model that the next line starts at column 0 (it then writes a new class, not the body).
-        short = "\n".join(line[indent:] for line in text.splitlines())
-        if 60 <= len(short) <= 600:
-            prompt = Prompt(text=short, source=f"{path.relative_to(root).as_posix()}:{node.lineno}:{node.name}")
-            found.append(_Candidate(prompt, _long_text(lines, start, "\n".join(text.splitlines())) if long else ""))
-    return found
-
-
-def _cost(text: str) -> int:
-    """Characters of ``text`` not counting each line's indentation: byte-level BPE folds a line's indentation
-    into a token or two whatever its depth, so counting it would give a method (indented) fewer tokens than
-    a top-level function. Without it, characters predict tokens more closely: on the lab's tokenizer the
-    densest long prompt has 0.70 of the median characters per token, against 0.63 counting indentation."""
-    return sum(len(line.lstrip(" \t")) for line in text.splitlines(keepends=True))
-
-
-def _long_text(lines: list[str], start: int, function: str) -> str:
-    """``function`` (its lines as the file has them, ending at the docstring's closing quotes) after the
-    file text just before it, from a line boundary, as much as keeps the prompt within
-    :data:`LONG_PROMPT_CHARS` (:func:`_cost`; no tokenizer, so prompts stay fast and the same for every
-    model); leading blank lines dropped; "" when it stays under :data:`LONG_PROMPT_MIN_CHARS`.
-
-    Nothing is dedented: a method keeps its class's indentation, so its lines line up with the class
-    text before them (dedenting the method alone would put it at column 0 after indented code, which is
-    not Python), and the body to write is indented as in the file."""
-    first, cost = start, _cost(function)
-    while first > 0 and cost + _cost(lines[first - 1]) <= LONG_PROMPT_CHARS:
-        first -= 1
-        cost += _cost(lines[first])
-    while first < start and not lines[first].strip():
-        first += 1
-    text = "".join(lines[first:start]) + function
-    return text if _cost(text) >= LONG_PROMPT_MIN_CHARS else ""
-
-
-def _hash_order(candidates: list[_Candidate], seed: int, long: bool = False) -> list[Prompt]:
-    """Deduplicated by short text (the same text in two classes: keep one), in an order fixed by ``seed``
-    and the function's place; ``long``: the long prompts of those that have one. So a long source holds
-    the short source's functions in the same order, less those near the top of their file."""
-    unique = list({c.short.text: c for c in candidates}.values())
-    unique.sort(key=lambda c: hashlib.sha1(f"{seed}:{c.short.source}".encode()).hexdigest())
-    if not long:
-        return [c.short for c in unique]
-    return [Prompt(text=c.long, source=c.short.source) for c in unique if c.long]
-
-
-def _stdlib_prompts(seed: int, root: Path | None, long: bool = False) -> list[Prompt]:
+def _stdlib_prompts(seed: int, root: Path | None, long: bool = False, stubs: bool = False) -> list[Prompt]:
     root = Path(root) if root is not None else stdlib_root()
     candidates = []
     for path in corpus_files("validation", root):
-        candidates.extend(_function_candidates(path, root, long))
+        candidates.extend(function_candidates(path, root, long, stubs=stubs))
     if not candidates:
         raise RuntimeError(f"no prompt candidates found in the validation files under {root}")
-    return _hash_order(candidates, seed, long)
+    return hash_order(candidates, seed, long)
 
 
 # ---------------------------------------------------------------------------------------
@@ -172,15 +88,16 @@ def _package_folder(import_name: str) -> Path:
                                   f"reinstall the lab: pip install -e .") from None
 
 
-def package_prompts(import_name: str, seed: int = 0, *, long: bool = False) -> list[Prompt]:
+def package_prompts(import_name: str, seed: int = 0, *, long: bool = False, stubs: bool = False) -> list[Prompt]:
     """Every function-with-docstring prompt of one installed package (tests and vendored code left out),
     in the order fixed by ``seed``; sources read 'package/relative/path.py:line:name'. ``long``: each
-    after the file text before it (:func:`_long_text`), those with too little of it left out."""
+    after the file text before it (:func:`~labkit.artifacts.candidates.long_text`), those with too little of it
+    left out; ``stubs``: only docstrings with ``>>>`` examples (:func:`~labkit.artifacts.candidates.has_examples`)."""
     folder = _package_folder(import_name)
     candidates = []
     for path in package_files(import_name):
-        candidates.extend(_function_candidates(path, folder.parent, long))
-    return _hash_order(candidates, seed, long)
+        candidates.extend(function_candidates(path, folder.parent, long, stubs=stubs))
+    return hash_order(candidates, seed, long)
 
 
 def _outside_prompts(seed: int, long: bool = False) -> list[Prompt]:
@@ -189,12 +106,23 @@ def _outside_prompts(seed: int, long: bool = False) -> list[Prompt]:
     return [p for group in zip_longest(*per_package) for p in group if p is not None]
 
 
+@functools.lru_cache(maxsize=4)
+def _stub_prompts(seed: int, root: Path | None) -> tuple[Prompt, ...]:
+    """The stubs: functions whose docstring holds ``>>>`` examples, cut before the body, from the stdlib's
+    validation files and the :data:`STUB_PACKAGES` (never trained on), one of each in turn. No long variant: a stub
+    is already up to 850 characters, and file text before it would not fit the models' 512 positions with 128 new
+    tokens. Cached: scanning numpy takes seconds."""
+    groups = [_stdlib_prompts(seed, root, stubs=True)] + [package_prompts(name, seed, stubs=True)
+                                                         for _, name in STUB_PACKAGES]
+    return tuple(p for group in zip_longest(*groups) for p in group if p is not None)
+
+
 # ---------------------------------------------------------------------------------------
 # a user's own prompts
 # ---------------------------------------------------------------------------------------
 def _clean(text: str) -> str:
     """Leading blank lines and trailing whitespace removed: a prompt ends at its last character, not at a
-    newline (see the byte-level BPE note in :func:`_function_candidates`)."""
+    newline (see the byte-level BPE note in :func:`~labkit.artifacts.candidates.function_candidates`)."""
     return text.rstrip().lstrip("\n")
 
 
@@ -279,6 +207,8 @@ def all_prompts(*, seed: int = 0, source: str | Path = "stdlib", root: Path | No
     source = _check_source(source)
     if isinstance(source, Path):
         return read_prompt_file(source)
+    if source == "stubs":
+        return list(_stub_prompts(seed, None if root is None else Path(root)))
     long = source.endswith("-long")
     return _stdlib_prompts(seed, root, long) if source.startswith("stdlib") else _outside_prompts(seed, long)
 
@@ -286,11 +216,12 @@ def all_prompts(*, seed: int = 0, source: str | Path = "stdlib", root: Path | No
 def prompts(n: int = 8, *, seed: int = 0, root: Path | None = None, source: str | Path = "stdlib") -> list[Prompt]:
     """``n`` deterministic held-out prompts from ``source``: ``"stdlib"`` (the *validation* files of the
     installed standard library), ``"packages"`` (installed third-party packages: :data:`OUTSIDE_PACKAGES`),
-    their long variants ``"stdlib-long"`` and ``"packages-long"``, or a path to a ``.txt``/``.jsonl`` file
-    (:func:`read_prompt_file`).
+    their long variants ``"stdlib-long"`` and ``"packages-long"``, ``"stubs"`` (docstrings with ``>>>`` examples
+    from both, :func:`_stub_prompts`), or a path to a ``.txt``/``.jsonl`` file (:func:`read_prompt_file`).
 
     Each built-in prompt is a function's signature and docstring (to be completed with its body); in a long
-    source, after the text of its file just before it (:func:`_long_text`), a few hundred tokens in all.
+    source, after the text of its file just before it (:func:`~labkit.artifacts.candidates.long_text`), a few
+    hundred tokens in all.
     The same interpreter (and package versions), ``n``, ``seed`` and ``source`` always give the same prompts.
     """
     check_int("n", n, 1)
@@ -322,6 +253,11 @@ def source_info(source: str | Path = "stdlib") -> dict:
     source = _check_source(source)
     if isinstance(source, Path):
         return {"source": "file", "path": str(source), "sha1": hashlib.sha1(source.read_bytes()).hexdigest()}
+    if source == "stubs":
+        return {"source": source, "python": platform.python_version(), "stdlib": "validation files",
+                "packages": {dist: importlib.metadata.version(dist) for dist, _ in STUB_PACKAGES},
+                "rule": "docstring with a '>>>' line",
+                "chars": {"min": STUB_PROMPT_CHARS[0], "max": STUB_PROMPT_CHARS[1]}}
     if source.startswith("stdlib"):
         info = {"source": source, "python": platform.python_version(), "root": str(stdlib_root())}
     else:

@@ -14,10 +14,11 @@ from ..artifacts.models import load_draft_head
 from ..measure.comparisons.adaptive import PLAIN, set_timeline
 from ..viz.strategies import set_timeline_figure
 from ..viz.widgets import as_widget, update_widget
-from .claims import difference_se, drafted_tokens, overlaps, proportions_differ
+from .claims import difference_se, drafted_tokens, join, overlaps, proportions_differ
 
-__all__ = ["transfer_sentence", "acceptance_sentence", "winner_sentence", "overhead_sentence", "changes_sentence",
-           "where_each_wins", "set_changes", "lever_sentence", "joined_timeline", "most_changes", "state_lines",
+__all__ = ["transfer_sentence", "acceptance_sentence", "acceptance_sentences", "winner_sentence", "overhead_sentence",
+           "changes_sentence",
+           "set_changes", "lever_sentence", "joined_timeline", "most_changes", "state_lines",
            "with_int8_draft", "draft_weights_sentence", "draft_head_for", "with_draft_head", "draft_head_sentence",
            "choosing_cost_sentence", "faster_or_noise", "runtime_sentence", "sets_sentence", "SetExplorer"]
 
@@ -144,6 +145,18 @@ def acceptance_sentence(frame, method: str, home: str = "stdlib", away: str = "p
             f"{home} to {away} prompts{', beyond the noise' + noise if noise else ''}.")
 
 
+def acceptance_sentences(frame, methods, home: str = "stdlib", away: str = "packages") -> list[str]:
+    """:func:`acceptance_sentence` once per group of methods whose drafts had the same acceptance on both sources
+    (strategies that never left their start set draft the same tokens): no sentence printed twice."""
+    groups: dict[tuple, list[str]] = {}
+    for method in methods:
+        key = tuple(_fmt(_value(frame, s, method, c), ".6f") for s in (home, away)
+                    for c in ("acceptance", "tokens_per_step"))                 # NaN-safe: "n/a" equals "n/a"
+        groups.setdefault(key, []).append(method)
+    return [acceptance_sentence(frame, names[0], home, away).replace(f"With {names[0]},", f"With {join(names)},", 1)
+            for names in groups.values()]
+
+
 def winner_sentence(frame, source: str, target: float | None = None, reference: str | None = None) -> str:
     """Which method is fastest on ``source``, against ``reference`` (a static row) and ``target`` (× the loop)."""
     rows = frame[(frame["source"] == source) & (frame["method"] != PLAIN)].dropna(subset=["speedup"])
@@ -152,9 +165,11 @@ def winner_sentence(frame, source: str, target: float | None = None, reference: 
     best = rows.loc[rows["speedup"].idxmax()]
     spread = _range(frame, source, best["method"])             # with repetitions, every verdict reads the noise
     if spread is None:
-        text = f"On {source} prompts the fastest is {best['method']} at {_fmt(best['speedup'])}× the plain loop"
+        text = (f"On this machine, on {source} prompts, the highest speedup was {best['method']}'s, "
+                f"{_fmt(best['speedup'])}×")
     else:
-        text = f"On {source} prompts the fastest by median is {best['method']} at {_x(frame, source, best['method'])}"
+        text = (f"On this machine, on {source} prompts, the highest median was {best['method']}'s, "
+                f"{_x(frame, source, best['method'])}")
     if reference is not None and reference != best["method"] and reference in set(rows["method"]):
         if spread is None or _range(frame, source, reference) is None:
             text += f" ({reference}: {_fmt(_value(frame, source, reference, 'speedup'))}×)"
@@ -180,7 +195,8 @@ def overhead_sentence(frame, budget: float = 0.1) -> str:
     if rows.empty:
         return "No adaptive strategy was measured."
     lo, hi = rows.loc[rows["select_share"].idxmin()], rows.loc[rows["select_share"].idxmax()]
-    text = (f"The time the strategies booked as choosing is between {_fmt(100 * lo['select_share'], '.1f')} % "
+    text = (f"On this machine, the time the strategies booked as choosing is between "
+            f"{_fmt(100 * lo['select_share'], '.1f')} % "
             f"({lo['method']}, {lo['source']} prompts) and {_fmt(100 * hi['select_share'], '.1f')} % ({hi['method']}, "
             f"{hi['source']} prompts) of decode time")
     over = rows[rows["select_share"] > budget]
@@ -236,7 +252,8 @@ def state_lines(strategies: dict, source: str) -> list[str]:
         if src != source:
             continue
         state = dict(strategy.state())
-        head = (f"{method}: ends on {state.pop('skip')} ({state.pop('n_skipped')} blocks skipped); chose for "
+        head = (f"{method}: ends on {state.pop('skip')} ({state.pop('n_skipped')} blocks skipped); on this machine "
+                f"chose for "
                 f"{_fmt(state.pop('select_ms'), '.1f')} ms = {_fmt(100 * state.pop('select_share'), '.1f')} % of "
                 f"the decode time it saw (its own ledger, over every call; the table's share is per measured run)")
         state.pop("strategy", None)
@@ -244,23 +261,6 @@ def state_lines(strategies: dict, source: str) -> list[str]:
                         for k, v in state.items())
         lines.append(head + (f"; its own state: {own}" if own else ""))
     return lines
-
-
-def where_each_wins(frame) -> list[str]:
-    """One sentence per source: which method is fastest there, and whether it beats the next one beyond the noise
-    (speedup min–max over the interleaved repetitions)."""
-    out = []
-    for source in dict.fromkeys(frame["source"]):
-        rows = frame[(frame["source"] == source) & (frame["method"] != PLAIN)].dropna(subset=["speedup"])
-        rows = rows.sort_values("speedup", ascending=False)
-        if len(rows) < 2:
-            continue
-        first, second = rows.iloc[0]["method"], rows.iloc[1]["method"]
-        verdict = (f"ahead of {second} ({_x(frame, source, second)}) beyond the noise"
-                   if faster_or_noise(frame, source, first, second) > 0 else
-                   f"but {second} ({_x(frame, source, second)}) is within the noise of it")
-        out.append(f"{source} prompts: {first} is fastest ({_x(frame, source, first)}), {verdict}.")
-    return out
 
 
 def choosing_cost_sentence(frame, source: str, method: str, static: str) -> str:
@@ -279,7 +279,8 @@ def choosing_cost_sentence(frame, source: str, method: str, static: str) -> str:
                and r0 and r1 else "within the noise" if tied else
                f"{'slower' if delta > 0 else 'faster'} beyond the noise (min–max {_fmt(r0[0])}–{_fmt(r0[1])} and "
                f"{_fmt(r1[0])}–{_fmt(r1[1])} ms)")
-    return (f"{source} prompts, {method} against {static}: c {_fmt(c0)} → {_fmt(c1)}, c_v {_fmt(v0)} → {_fmt(v1)}, "
+    return (f"On this machine, {source} prompts, {method} against {static}: c {_fmt(c0)} → {_fmt(c1)}, "
+            f"c_v {_fmt(v0)} → {_fmt(v1)}, "
             f"{_fmt(m0)} → {_fmt(m1)} ms per token ({'+' if delta >= 0 else '−'}{_fmt(abs(delta))} ms, "
             f"{'+' if delta >= 0 else '−'}{_fmt(100 * abs(delta) / m0, '.0f')} %): {verdict}; the time it booked as "
             f"choosing was {_fmt(100 * s1, '.1f')} % of decode time.")
@@ -298,7 +299,8 @@ def lever_sentence(frame, source: str, method: str) -> str:
               f"verifying (c_v = {_fmt(verifying)} full steps) costs more per step than drafting "
               f"({_fmt(r['drafted_per_step'])} tokens × c = {_fmt(r['c'])} = {_fmt(drafting)})")
     free = (r["accepted_per_step"] + 1) / verifying
-    return (f"{method} on {source} prompts emits {_fmt(r['accepted_per_step'] + 1)} tokens per step; {bigger}. Its "
+    return (f"On this machine, {method} on {source} prompts emitted {_fmt(r['accepted_per_step'] + 1)} tokens "
+            f"per step; {bigger}. Its "
             f"analytic limit is {_fmt(r['limit'])}× (measured {_fmt(r['speedup'])}×); with free drafts it would be "
             f"{_fmt(free)}×.")
 
@@ -359,7 +361,8 @@ def draft_head_sentence(frame, source: str, quantized: str, headed: str) -> str:
         return f"{source} prompts: no drafting steps to compare."
     speed = {1: "faster beyond the noise", -1: "slower beyond the noise", 0: "within the noise of it without the head"}[
         faster_or_noise(frame, source, headed, quantized)]
-    return (f"{source} prompts: the draft head {_acceptance_moved(frame, source, quantized, headed)}, tokens "
+    return (f"On this machine, {source} prompts: the draft head "
+            f"{_acceptance_moved(frame, source, quantized, headed)}, tokens "
             f"per step went {_fmt(t0)} → {_fmt(t1)} and the verify cost c_v {_fmt(v0)} → {_fmt(v1)}; the same set "
             f"decoded at {_x(frame, source, quantized)} → {_x(frame, source, headed)} the plain loop, {speed}.")
 
@@ -374,7 +377,8 @@ def draft_weights_sentence(frame, source: str, base: str, quantized: str) -> str
     cost = "cut" if c1 < c0 else "did not cut"
     speed = {1: "faster beyond the noise", -1: "slower beyond the noise", 0: "within the noise of fp32"}[
         faster_or_noise(frame, source, quantized, base)]
-    return (f"{source} prompts: int8 weights {cost} the draft cost c ({_fmt(c0)} → {_fmt(c1)} of a plain step); "
+    return (f"On this machine, {source} prompts: int8 weights {cost} the draft cost c ({_fmt(c0)} → {_fmt(c1)} of a "
+            f"plain step); "
             f"rounding changes the draft's q, and here it {_acceptance_moved(frame, source, base, quantized)}; "
             f"the same set decoded at {_x(frame, source, base)} → "
             f"{_x(frame, source, quantized)} the plain loop, {speed} (analytic limit {_fmt(l0)}× → {_fmt(l1)}×).")

@@ -16,7 +16,8 @@ from .claims import is_missing, join, ranking, who_wins
 from .stepper import SliderLook, step_controls
 
 __all__ = ["BOStepper", "first_step_sentence", "last_step_sentence", "exploration_sentences", "exploration_view",
-           "acquisition_sentence", "sampler_sentence", "toy_ends_sentence", "ard_sentence", "sampler_declaration_note"]
+           "per_trial_line", "acquisition_sentence", "sampler_sentence", "toy_ends_sentence", "ard_sentence",
+           "sampler_declaration_note"]
 
 
 class BOStepper:
@@ -192,11 +193,17 @@ def sampler_sentence(curves: dict, n_trials: int, n_random: int = 10) -> str:
     spreads = {label[k]: (float(np.min(curves[k][:, -1])), float(np.max(curves[k][:, -1]))) for k in names}
     text = who_wins(finals, lower_is_better=True, what=f"median best after {n_trials} trials", spec=".3f",
                     spreads=spreads, noise="the spread over seeds")
-    cost = join([f"{label[k]} {1000 * curves[k + ' s/trial']:.1f} ms" for k in names])
-    text += f" Per trial: {cost}."
     proposals = max(0, n_trials - n_random)
     return text + (f" Each model-based sampler had {proposals} proposals after its {n_random} random trials"
                    + (": few enough that the curves may not have separated." if proposals < 20 else "."))
+
+
+def per_trial_line(curves: dict) -> str:
+    """What one trial of each sampler cost on this machine (a live timing: the line says so; the ranking above
+    it does not depend on it)."""
+    names = [k for k in curves if not k.endswith("s/trial")]
+    cost = join([f"{SAMPLER_LABELS.get(k, k)} {1000 * curves[k + ' s/trial']:.1f} ms" for k in names])
+    return f"On this machine one trial cost: {cost}."
 
 
 def toy_ends_sentence(toy) -> str:
@@ -233,6 +240,5 @@ def sampler_declaration_note() -> str:
             f"length-scale, categoricals included (a 0/1 distance: equal or not), so for a {{0, 1}} variable both "
             f"declarations give the same kernel up to a rescaled length-scale, and the acquisition optimiser "
             f"enumerates both values either way. The lab uses `suggest_int(name, 0, 1)` because the value *is* a "
-            f"number (the skip mask), every sampler (TPE, random, the stored trials) reads it alike, and this "
-            f"lab's first search at 2L = 80, declared with categoricals, was slow and kept proposing 'skip all'. "
+            f"number (the skip mask) and every sampler (TPE, random, the stored trials) reads it alike. "
             f"docs/decisions.md compares the two declarations on the toy.")

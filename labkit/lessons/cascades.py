@@ -41,7 +41,8 @@ def cascades_sentence(rows: list[dict], source: str, chain: str = CHAIN) -> str:
     c = _row(rows, source, chain)
     cascades = [r for r in rows if r["source"] == source and r["kind"] == "cascade"]
     parts = [f"{r['method']} {_speed(r)}, {_phrase(versus_chain(r, c))}" for r in cascades]
-    return f"On {source} prompts the chain ran at {_speed(c)} over the plain loop; {'; '.join(parts)}."
+    return (f"On this machine, on {source} prompts, the chain ran at {_speed(c)} over the plain loop; "
+            f"{'; '.join(parts)}.")
 
 
 def level_sentence(parts: list[dict]) -> str:
@@ -56,9 +57,9 @@ def level_sentence(parts: list[dict]) -> str:
         kept = "n/a" if p["kept"] != p["kept"] else f"{p['kept']:.0%}"
         bits.append(f"{p['level']} proposed {p['proposed']:.2f} tokens per step{used}, of which the level above "
                     f"kept {kept}, at {p['ms_per_forward']:.2f} ms per {unit}")
-    return (f"In {top['cascade']}, {join(bits)}; the top ({top['level']}, {top['ms_per_forward']:.2f} ms per "
-            f"forward) drafted {top['own']:.2f} tokens per step itself and the target kept "
-            f"{top['accepted']:.2f} per step.")
+    return (f"On this machine, in {top['cascade']}, {join(bits)}; the top ({top['level']}, "
+            f"{top['ms_per_forward']:.2f} ms per forward) drafted {top['own']:.2f} tokens per step itself and the "
+            f"target kept {top['accepted']:.2f} per step.")
 
 
 def pays_sentence(rows: list[dict], parts: list[dict], sources: tuple[str, ...], chain: str = CHAIN) -> str:
@@ -100,5 +101,4 @@ def pays_sentence(rows: list[dict], parts: list[dict], sources: tuple[str, ...],
                    f"{summary(p['cascade'])}, {p['kept']:.0%} of its copied tokens kept")
     if not out:
         return "No two-level cascade was measured."
-    text = "; ".join(out)
-    return f"{text[0].upper()}{text[1:]}."
+    return f"On this machine, {'; '.join(out)}."

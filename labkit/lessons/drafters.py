@@ -236,15 +236,14 @@ def gate_control_sentences(control: pd.DataFrame) -> list[str]:
                        0: "within the noise of no gate"}[_beyond_noise(g, b)]
             r = r.iloc[0] if not r.empty else None
             k = _digits(g, b, *([] if r is None else [r]))
-            text = (f"On {prompts} prompts the gate at {t:g} decoded {g['gated_fraction']:.0%} of steps plainly "
-                    f"(acceptance {_pct(b['acceptance'])} ungated, {_pct(g['acceptance'])} gated) and ran at "
-                    f"{_x(g, k)}: {vs_base} ({_x(b, k)})")
+            text = (f"On this machine, on {prompts} prompts, the gate at {t:g} decoded {g['gated_fraction']:.0%} of "
+                    f"steps plainly (acceptance {_pct(b['acceptance'])} ungated, {_pct(g['acceptance'])} gated) and "
+                    f"ran at {_x(g, k)}: {vs_base} ({_x(b, k)})")
             if r is not None:
-                vs_random = {1: "its choice of steps beat chance beyond the noise",
-                             -1: "its choice of steps did worse than chance beyond the noise",
-                             0: "its choice of steps is within the noise of chance"}[_beyond_noise(g, r)]
-                text += (f"; the random control, which decoded {r['gated_fraction']:.0%} of steps plainly at random, "
-                         f"ran at {_x(r, k)}, so {vs_random}")
+                vs_random = {1: "beat chance beyond the noise", -1: "did worse than chance beyond the noise",
+                             0: "is within the noise of chance"}[_beyond_noise(g, r)]
+                text += (f". Its random control, plain on {r['gated_fraction']:.0%} of steps at random, ran at "
+                         f"{_x(r, k)}: the gate's choice of steps {vs_random}")
             if g["gated_fraction"] > 0.5:
                 text += "; the gate mostly switched speculation off"
             out.append(text + ".")
@@ -323,9 +322,12 @@ def profile_sentences(profiles: dict[str, dict], ours: str = "labkit", theirs: s
                f"prompt a second time for its draft cache), {ours} keeps what the draft computed.")
     verify_a = a["late_ms_per_token"] + a["full_ms_per_token"]
     verify_b = b["full_ms_per_token"]
-    out.append(f"Model calls that verify (and prefill) cost {verify_b:.2f} ms per token in {theirs} against "
-               f"{verify_a:.2f} in {ours}; outside model calls (the decoding loop) {b['outside_ms_per_token']:.2f} "
-               f"against {a['outside_ms_per_token']:.2f} ms per token.")
+    gaps = {"verifying (and prefill)": verify_b - verify_a,
+            "the decoding loop outside model calls": b["outside_ms_per_token"] - a["outside_ms_per_token"]}
+    largest = max(gaps, key=lambda k: abs(gaps[k]))
+    out.append(f"On this machine, verifying (and prefill) cost {verify_b:.2f} ms per token in {theirs} against "
+               f"{verify_a:.2f} in {ours}, and the loop outside model calls {b['outside_ms_per_token']:.2f} against "
+               f"{a['outside_ms_per_token']:.2f}: the larger gap is {largest} ({abs(gaps[largest]):.2f} ms per token).")
     faster = theirs if b["ms_per_token"] < a["ms_per_token"] else ours
     sa, sb = _spread(a, "ms"), _spread(b, "ms")
 
@@ -338,7 +340,7 @@ def profile_sentences(profiles: dict[str, dict], ours: str = "labkit", theirs: s
                    if overlaps(sa, sb) else f"{faster} is faster beyond the noise ({n} interleaved repetitions each)")
     else:
         verdict = f"{faster} is faster on this single run (no repetitions: the noise is unknown)"
-    out.append(f"In all, {ms(b, sb)} ms per token in {theirs} and {ms(a, sa)} in {ours}: {verdict}.")
+    out.append(f"On this machine, in all, {ms(b, sb)} ms per token in {theirs} and {ms(a, sa)} in {ours}: {verdict}.")
     return out
 
 
@@ -378,6 +380,11 @@ class ExitLayerExplorer:
         self.readout.value = (f"<b>E = {e}</b>: speedup {row['speedup']:.2f}x, acceptance {_pct(row['acceptance'])} "
                               f"(the logit lens says {_pct(alpha)} of tokens are already final after layer {e}), "
                               f"{row['tokens_per_step']:.2f} tokens per step.")
+
+
+def _below_chance(auc: float) -> str:
+    return (" (below 0.5: here low confidence goes with accepted drafts, so a gate turns the wrong steps plain)"
+            if auc < 0.5 else "")
 
 
 class GateExplorer:
@@ -428,6 +435,7 @@ class GateExplorer:
             f"those it drops {_pct(preview['acceptance_gated'])} "
             f"({preview['accepted_tokens_lost']:.0%} of all accepted tokens). "
             f"The previous token's confidence predicts the "
-            f"first drafted token's acceptance with AUC {preview['auc']:.2f}. Measured nearest setting ({label}): "
+            f"first drafted token's acceptance with AUC {preview['auc']:.2f}{_below_chance(preview['auc'])}. "
+            f"Measured nearest setting ({label}): "
             f"{nearest['speedup']:.2f}x, acceptance {_pct(nearest['acceptance'])}.")
         self.last_update_ms = 1e3 * (time.perf_counter() - t0)

@@ -2,7 +2,7 @@
 
 What a forward costs and what dominates it, how far the fitted per-layer costs spread, what verification costs,
 which single blocks the models cannot lose, whether the live search beat greedy elimination (and whether its set
-traded agreement for draft cost against greedy's set of the same size), whether the GP beat random search, how
+traded agreement for draft cost against greedy's set of the same size), how
 the predicted α relates to a run's accepted / drafted, and how the wall clock compares with the prediction; and
 the wall-clock table as a reader sees it. Notation: docs/notation.md.
 """
@@ -20,7 +20,7 @@ from .claims import compare, join, who_wins
 
 __all__ = ["block_parameters", "cost_sentence", "pooling_sentence", "verify_sentence", "single_block_sentence",
            "redundancy_sentence", "path_ends_sentence", "search_history_sentence", "search_vs_greedy_sentence",
-           "mask_sentence", "set_tradeoff_sentence", "sampler_sentence", "probe_repeated_share",
+           "mask_sentence", "set_tradeoff_sentence", "probe_repeated_share",
            "expected_accepted_per_drafted", "acceptance_sentence", "wall_clock_sentence"]
 
 
@@ -106,12 +106,11 @@ def verify_sentence(verify_5: float, r2: float = 1.0) -> str:
             + (f"; the fit is poor (R² {r2:.2f}), so the verify line may be flatter than the machine. " if r2 < 0.9
                else ". "))
     if verify_5 < 2.0:
-        return text + ("Scoring every position in one pass is necessary for that, not sufficient: it is cheap because "
-                       "this forward is dominated by costs paid once per call (kernel launches, Python, reading the "
-                       "weights), not by arithmetic per token. A compute-bound forward (a large batch on a GPU, a very "
-                       "long draft) would cost closer to one step per token.")
+        return text + ("It is cheap because this forward is dominated by work paid once per call (Python and "
+                       "framework work per module, reading the weights), not by arithmetic per token. A compute-bound "
+                       "forward (a large batch on a GPU, a very long draft) would cost closer to one step per token.")
     return text + ("Here the extra tokens are not cheap: the forward is dominated by work per token, and verification "
-                   "saves less than it does in an overhead- or bandwidth-bound regime.")
+                   "saves less than it does where per-call work or weight reads dominate.")
 
 
 def single_block_sentence(single: dict, names: tuple[str, str]) -> str:
@@ -158,8 +157,8 @@ def path_ends_sentence(predicted, full_step_ms: float) -> str:
     rows = predicted[predicted["alpha_source"] == "measured"] if "alpha_source" in predicted else predicted
     ends = {"Skipping nothing": rows.loc[rows["n_skipped"].idxmin()],
             f"skipping all {int(rows['n_skipped'].max())} blocks": rows.loc[rows["n_skipped"].idxmax()]}
-    why = {"Skipping nothing": ("a draft costs a full step and buys nothing, and verifying several tokens costs more "
-                                "than one step", "on this fit verifying several tokens costs no more than one step, "
+    why = {"Skipping nothing": ("a draft costs a full step and buys nothing; verifying several tokens costs more",
+                                "on this fit verifying several tokens costs no more than one step, "
                                 "so γ full drafts and one verify emit γ + 1 tokens for γ + 1 steps"),
            "skip": ("the draft still pays the fixed part and the verifier rejects almost everything",
                     "the fixed part and the verify pass happen to cost nothing extra on this fit")}
@@ -274,19 +273,6 @@ def set_tradeoff_sentence(cost_model, search: tuple[SkipSet, float], greedy: tup
                    "its trials.")
 
 
-def sampler_sentence(comparison: dict, n_trials: int) -> str:
-    """GP against random search: median best ms/token over seeds, the seeds' spread as the noise."""
-    names = {"gp": "GP", "random": "random search", "tpe": "TPE"}
-    finals = {names.get(k, k): v for k, v in comparison["final"].items()}
-    medians = {s: statistics.median(v) for s, v in finals.items()}
-    spreads = {s: (min(v), max(v)) for s, v in finals.items()} if min(len(v) for v in finals.values()) > 1 else None
-    text = who_wins(medians, lower_is_better=True, what=f"median best f after {n_trials} trials (ms/token)",
-                    spreads=spreads, rel_tol=0.01, noise="the spread over seeds" if spreads else "a 1 % margin")
-    if spreads is None:
-        text += " One seed per sampler: no spread to judge the difference by."
-    return text
-
-
 def probe_repeated_share(probe, n: int = 4) -> float:
     """Mean share of the probe's greedy continuation tokens that complete an n-gram seen earlier (a loop's share)."""
     shares = []
@@ -303,30 +289,35 @@ def expected_accepted_per_drafted(alpha: float, d: float) -> float:
 
 
 def acceptance_sentence(alpha: float, measured: float, d: float, probe_share: float | None = None,
-                        run_share: float | None = None) -> str:
-    """Why a run's accepted / drafted sits below the teacher-forced α: the positions after a rejection; a larger gap
-    is left to the two differences one run cannot separate (the text, with the repeated shares when given, and the
-    cache the draft reads); a run above the count says so."""
+                        run_share: float | None = None, prompt_agreement: float | None = None) -> str:
+    """Why a run's accepted / drafted sits below the teacher-forced α, in short sentences: the tokens drafted after
+    a rejection (counting); then, for a larger gap, the text (``prompt_agreement``: the teacher-forced agreement on
+    the run's own prompt, which separates the text from the condition; the repeated shares when given) and the
+    condition (the draft reads the keys and values the full model wrote). ``d``: the run's measured drafted per
+    step, not the policy's γ."""
     iid = expected_accepted_per_drafted(alpha, d)
-    text = (f"The search's α = {alpha:.3f} is a per-token probability (teacher-forced agreement: every position is "
-            f"judged). The run measured accepted / drafted = {measured:.3f} with d = {d:.2f} drafted per step. Tokens "
-            f"drafted after a step's first rejection count as drafted but are never judged, so with i.i.d. acceptance "
-            f"E[accepted / drafted] = (α + α² + … + α^d) / d = {iid:.3f}. ")
+    text = (f"The search's α = {alpha:.3f} is a per-token probability; the run measured accepted / drafted = "
+            f"{measured:.3f} with d = {d:.2f} drafted per step. Tokens drafted after a step's first rejection are "
+            f"never judged, so i.i.d. acceptance gives (α + α² + … + α^d) / d = {iid:.3f}. ")
     if abs(iid - measured) <= 0.05:
         return text + "That accounts for the gap."
     if measured > iid:
         return text + (f"This run's drafts were accepted more often than that ({measured - iid:+.3f}): on this prompt "
                        f"the set drafted better than on the probe's prompts.")
-    text += (f"The rest of the gap ({iid - measured:.3f}) is not explained by counting: two things differ between the "
-             f"probe and the run. The text: α was measured on the prompts the search chose the set on, this run's "
-             f"prompt is new")
+    text += f"The rest of the gap ({iid - measured:.3f}) is not explained by counting. "
     if probe_share is not None and run_share is not None:
-        text += (f" ({probe_share:.0%} of the probe's continuation tokens complete a 4-gram seen before, "
+        text += (f"The text: {probe_share:.0%} of the probe's continuation tokens complete a 4-gram seen before, "
                  f"{run_share:.0%} of this run's")
-        text += ("; repeated text is easy to draft)" if probe_share >= run_share + 0.2 else ")")
-    return text + (". The condition: the probe runs the skipped model over the whole text, so every position reads "
-                   "keys and values the skipped model computed; a real draft reads those the full model wrote when it "
-                   "verified (section 8). This one run does not separate the two.")
+        text += ("; repeated text is easy to draft. " if probe_share >= run_share + 0.2 else ". ")
+    if prompt_agreement is not None:
+        on_prompt = expected_accepted_per_drafted(prompt_agreement, d)
+        explained = abs(on_prompt - measured) <= 0.5 * abs(iid - measured)
+        return text + (f"On this prompt the teacher-forced agreement is {prompt_agreement:.3f}, which predicts "
+                       f"{on_prompt:.3f}: " + ("the new text explains most of the gap." if explained else
+                                              "the text does not explain it; the condition does (the draft reads "
+                                              "keys and values the full model wrote)."))
+    return text + ("The condition: a real draft reads keys and values the full model wrote when it verified, the probe "
+                   "its own. This one run does not separate the two.")
 
 
 def wall_clock_sentence(wall, predicted: float, expected_acc: float | None = None,
@@ -349,7 +340,7 @@ def wall_clock_sentence(wall, predicted: float, expected_acc: float | None = Non
         else:
             verdict += ", about as predicted"
         parts.append(f"{label} {row['speedup']:.2f}x{spread}: {verdict}")
-    text = f"Predicted {predicted:.2f}x; measured: " + "; ".join(parts) + ". "
+    text = f"Predicted {predicted:.2f}x; measured on this machine: " + "; ".join(parts) + ". "
     if acc_row is None and len(rows):
         acc_row = rows.index[0]
     if expected_acc is not None and measured_acc is not None and measured_acc < expected_acc - 0.1:

@@ -20,6 +20,7 @@ from ..artifacts.arguments import command_parser
 from ..artifacts.models import SHIPPED_MODELS
 from ..artifacts.paths import BUILD_DIR, MODELS_DIR, NOTEBOOK_DIR, SEARCH_DIR
 from ..measure.machine import cpu_model
+from ..measure.reference import AA, aa_sentence, load_reference
 
 __all__ = ["record_metrics", "display_table", "execute_notebook", "notebook_paths", "versions", "where_things_are",
            "export_html", "remote_scripts", "main"]
@@ -58,6 +59,39 @@ def display_table(frame: pd.DataFrame, spec: str = ".3f", missing: str = "–") 
         elif values.dtype == object:
             out[column] = [missing if v is None or (isinstance(v, float) and math.isnan(v)) else v for v in values]
     return out
+
+
+def reference_or_none(name: str, folder=None):
+    """The committed reference group ``name`` (:func:`labkit.measure.reference.load_reference`), or None when no
+    reference run is committed yet: the notebook then says so instead of comparing live numbers."""
+    try:
+        return load_reference(name, folder)
+    except FileNotFoundError:
+        return None
+
+
+def noise_floor_line(reference, source: str = "stdlib") -> str:
+    """The reference run's A/A pair (the plain loop timed twice in one interleaved run) in words: what "within the
+    noise" means where a notebook compares timings; a note when the reference has no such row."""
+    try:
+        return aa_sentence(reference.speedup(AA, source), "the plain loop", live=False)
+    except (AttributeError, LookupError):
+        return "The reference run has no A/A pair to show the noise floor (`python -m labkit reference`)."
+
+
+def short_table(frame: pd.DataFrame, keep, spec: str = ".3f", missing: str = "–", what: str = "every column"):
+    """``frame`` for a reader: the columns ``keep`` (the point, at most about 8) as a table, and the whole frame one
+    click away in a closed ``<details>`` block. A 28-column harness frame otherwise hides its speedup column
+    behind pandas' '...'. Returns an IPython HTML object (display only; compute from the frame itself)."""
+    from IPython.display import HTML
+
+    keep = list(keep)
+    unknown = [c for c in keep if c not in frame.columns]
+    if unknown:
+        raise KeyError(f"keep names columns the frame lacks: {unknown}")
+    shown = display_table(frame[keep], spec, missing).to_html()
+    full = display_table(frame, spec, missing).to_html()
+    return HTML(f"{shown}<details><summary>{what} ({len(frame.columns)})</summary>{full}</details>")
 
 
 def notebook_paths() -> list[Path]:

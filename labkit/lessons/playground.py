@@ -17,7 +17,7 @@ from ..measure.grid.results import PlaygroundGrid, Setting
 from ..measure.grid.run import measure_live
 from ..viz.playground import PANELS, axis_ranges, figure_title, fmt, panel_errors, panel_xy, playground_figure
 from ..viz.widgets import as_widget, update_widget
-from .playground_claims import guiding_answers
+from .playground_claims import guiding_answers, live_verdict
 
 __all__ = ["presets", "presets_frame", "guiding_answers", "Playground"]
 
@@ -112,7 +112,8 @@ class Playground:
         name = model if model is not None else next(iter(self.grids))
         if name not in self.grids:
             raise KeyError(f"no grid for model {name!r} (have: {', '.join(self.grids)})")
-        start = self.grids[name].nearest()
+        start = self.grids[name].best()[0]                   # open on the grid's fastest cell
+        self._status_for = None                              # the (model, setting) the status line speaks of
         self._build_controls(name, start)
         self.figure = as_widget(playground_figure(self.grids[name], start, self.live[name]))
         self.widget = self._layout()
@@ -213,6 +214,7 @@ class Playground:
             raise KeyError(f"unknown preset {name!r} (have: {', '.join(table)})")
         self.set(table[name])
         self.status.value = f"preset <b>{html.escape(name)}</b>: {html.escape(self.setting.describe())}"
+        self._status_for = (self.model_name, self.setting)
         return self.setting
 
     def _changed(self) -> None:
@@ -255,6 +257,8 @@ class Playground:
         layout = {"title.text": figure_title(grid, s), **axis_ranges(grid, s, self.live[self.model_name])}
         update_widget(self.figure, traces, layout=layout)         # y ranges follow the slice (viz.playground)
         self.readout.value = self._readout_html(grid, s)
+        if self._status_for != (self.model_name, s):              # a preset's or live run's line is about its cell
+            self.status.value, self._status_for = "", None
 
     def _readout_html(self, grid: PlaygroundGrid, s: Setting) -> str:
         cell = grid.cell(s)
@@ -264,19 +268,19 @@ class Playground:
         if s.policy == "adaptive" and cell.get("final_threshold") is not None:
             moved = f"; the adaptive threshold moved {s.threshold:g} → {fmt(cell['final_threshold'])}"
         same = {True: "yes", False: "NO", None: "n/a"}[cell.get("identical_to_plain")]
+        details = (f"skip set ({entry['n_skipped']} of {2 * grid.data['n_layers']} blocks, bucket "
+                   f"[{entry['bucket'][0]:g}, {entry['bucket'][1]:g})): {html.escape(str(skip))}; "
+                   f"{fmt(cell['ms_per_token'])} ms/token vs {fmt(cell['plain_ms_per_token'])} for the plain loop "
+                   f"(this skip set's shared baseline); analytic limit {fmt(cell.get('analytic_speedup'))}× with "
+                   f"c = {fmt(cell.get('c'), '.3f')}, c_v = {fmt(cell.get('c_v'), '.2f')} (forward passes only: "
+                   f"{fmt(cell.get('analytic_speedup_forward'))}×){moved}{_other_weights_html(grid, s)}")
         return (f"<b>{html.escape(grid.name)}</b>, {html.escape(s.describe())}<br>"
-                f"skip set ({entry['n_skipped']} of {2 * grid.data['n_layers']} blocks, bucket "
-                f"[{entry['bucket'][0]:g}, {entry['bucket'][1]:g})): {html.escape(str(skip))}<br>"
-                f"accepted / drafted = <b>{fmt(cell['acceptance_rate'])}</b>, <b>{fmt(cell['tokens_per_step'])}</b> "
-                f"tokens per step (d = {fmt(cell['drafted_per_step'])} drafted), <b>{fmt(cell['ms_per_token'])}</b> "
-                f"ms/token vs {fmt(cell['plain_ms_per_token'])} for the plain loop (this skip set's shared baseline) "
-                f"→ speedup <b>{fmt(cell['speedup'])}×</b> (min–max {fmt(cell['speedup_min'])}–"
+                f"speedup <b>{fmt(cell['speedup'])}×</b> (min–max {fmt(cell['speedup_min'])}–"
                 f"{fmt(cell['speedup_max'])} over {len(cell['speedup_repeats'])} repetitions; "
-                f"{len(grid.within_noise(s))} other {s.draft_weights} cells within its noise) "
-                f"(analytic limit {fmt(cell.get('analytic_speedup'))}× with c = {fmt(cell.get('c'), '.3f')}, "
-                f"c_v = {fmt(cell.get('c_v'), '.2f')}; forward passes only: "
-                f"{fmt(cell.get('analytic_speedup_forward'))}×){moved}; output identical to plain decoding: {same}"
-                f"{_other_weights_html(grid, s)}{self._live_html(s)}")
+                f"{len(grid.within_noise(s))} other {s.draft_weights} cells within its noise) · accepted / drafted "
+                f"<b>{fmt(cell['acceptance_rate'])}</b> · <b>{fmt(cell['tokens_per_step'])}</b> tokens per step "
+                f"(d = {fmt(cell['drafted_per_step'])} drafted) · identical to plain decoding: {same}"
+                f"{self._live_html(s)}<details><summary>details of this cell</summary>{details}</details>")
 
     def _live_html(self, s: Setting) -> str:
         """The latest live run of exactly ``s`` (draft weights included), as a readout line ('' if none)."""
@@ -290,7 +294,7 @@ class Playground:
             f"{p['device']}, {p['dtype']}, "
         return (f"<br><b>live run</b> ({p['n_prompts']} prompts × {p['max_new_tokens']} tokens, {where}"
                 f"{p['measured_at']}): speedup {fmt(p['speedup'])}× ({fmt(p['speedup_min'])}–"
-                f"{fmt(p['speedup_max'])}) = {fmt(p['vs_grid'])} × the grid's, accepted / drafted "
+                f"{fmt(p['speedup_max'])}) on this machine = {fmt(p['vs_grid'])} × the grid's, accepted / drafted "
                 f"{fmt(p['acceptance_rate'])}, {fmt(p['tokens_per_step'])} tokens/step")
 
     def measure_update_ms(self) -> float:
@@ -339,6 +343,6 @@ class Playground:
         point["vs_grid"] = point["speedup"] / cell["speedup"] if cell.get("speedup") else float("nan")
         self.live[name].append(point)
         self.update()
-        self.status.value = (f"live: speedup {fmt(point['speedup'])}× on this machine vs {fmt(cell['speedup'])}× "
-                             f"in the grid ({fmt(point['vs_grid'])}×) in {point['seconds']:.1f} s")
+        self.status.value = f"live ({point['seconds']:.1f} s): {html.escape(live_verdict(point, cell))}"
+        self._status_for = (name, s)
         return point

@@ -14,11 +14,12 @@ from dataclasses import replace
 import numpy as np
 
 from ..measure.bench.results import is_number, upgrade_row
-from ..measure.grid.results import PlaygroundGrid, Setting, regenerate_command
+from ..measure.grid.results import PlaygroundGrid, regenerate_command, Setting
 from .claims import direction, is_missing, join, num, overlaps, peak, trend, versus_range
 
 __all__ = ["guiding_answers", "peak_answer", "threshold_answer", "threshold_ties", "twin_answer", "peak_ratios",
-           "best_found_sentence", "live_sentence", "verify_cost_sentence", "weights_sentence", "weights_answer",
+           "best_found_sentence", "live_sentence", "live_verdict", "verify_cost_sentence", "weights_sentence",
+           "weights_answer",
            "summary", "bench_sentence"]
 
 
@@ -56,9 +57,15 @@ def peak_answer(grid: PlaygroundGrid, s: Setting) -> str:
              1: "skipping saved no measurable time here"}[direction(c[0], c[-1])]
     a_why = {-1: "the draft drifts further from the full model", 0: "the draft stays close to the full model",
              1: "the searched sets at higher ratios happen to agree better"}[direction(acc[0], acc[-1])]
+    head = acc[: i + 1]
+    if 0 < i < len(ratios) - 1 and max(head) - min(head) <= 0.1 and acc[-1] < min(head) - 0.1:   # a plateau, a cliff
+        acc_text = (f"accepted / drafted stays between {num(min(head))} and {num(max(head))} up to {ratios[i]:.3f}, "
+                    f"then falls to {num(acc[-1])} at {ratios[-1]:.3f}")
+    else:
+        acc_text = trend(acc[0], acc[-1], "accepted / drafted")
     text = (f"With the {s.policy} policy, threshold {s.threshold:g} and max draft {s.max_draft}, "
             f"{_peak_place(grid, s, i, where)}. Going right, {trend(c[0], c[-1], 'the draft cost c')} ({c_why}) and "
-            f"{trend(acc[0], acc[-1], 'accepted / drafted')} ({a_why}).")
+            f"{acc_text} ({a_why}).")
     if 0 < i < len(ratios) - 1:
         gain = "the cheaper drafts" if direction(c[0], c[-1]) < 0 else "what skipping saves"
         text += (f" Past {ratios[i]:.3f} the tokens lost to rejected drafts outweigh {gain}, and the speedup drops "
@@ -202,16 +209,15 @@ def best_found_sentence(grid: PlaygroundGrid) -> str:
     and, when the grid has both, the fastest fp32 cell against the fastest int8 one."""
     setting, cell = grid.best()
     near = grid.within_noise(setting, any_weights=True)
-    text = (f"Best found in the grid of {grid.name!r}: {setting.describe()}, {num(cell['speedup'])}× (median of "
-            f"{len(cell['speedup_repeats'])} repetitions, "
-            f"min–max {num(cell['speedup_min'])}–{num(cell['speedup_max'])}). ")
+    text = (f"Best found in the grid of {grid.name!r}: {setting.describe()}. It ran at {num(cell['speedup'])}× (median "
+            f"of {len(cell['speedup_repeats'])} repetitions, min–max {num(cell['speedup_min'])}–"
+            f"{num(cell['speedup_max'])}). ")
     if not near:
         text += "No other cell's range reaches it: it is ahead beyond the noise."
     else:
         ratios = sorted({s.ratio for s in near})
         text += (f"{len(near)} other cell(s) have overlapping ranges (at skip ratios "
-                 f"{join([f'{r:.3f}' for r in ratios])}), so the grid cannot rank it above them: read it as one "
-                 f"of the best settings, not the best.")
+                 f"{join([f'{r:.3f}' for r in ratios])}): read it as one of the best settings, not the best.")
     return text + (" " + weights_sentence(grid) if len(grid.draft_weights) > 1 else "")
 
 
@@ -238,14 +244,14 @@ def _int8_effect(grid: PlaygroundGrid, s: Setting) -> str:
     text = (f"int8 draft weights {'cut' if change < 0 else 'raise' if change > 0 else 'leave'} the draft cost c "
             + (f"at about {num(f.get('c'))}" if change == 0 else f"from {num(f.get('c'))} to {num(i.get('c'))}")
             + " of a plain step")
-    text += {-1: " (for one token a small model's forward on a CPU waits on its weights streaming from memory, "
-                 "and int8 weights are a quarter of the bytes)",
+    text += {-1: ". int8 shrinks the matrix products only, not the per-module framework work that is most of "
+                 "this small model's step (notebook 11)",
              0: " (here the int8 drafts were not measurably cheaper)",
              1: " (on this machine the int8 kernel cost more than the bytes it saves)"}[change]
     fa, ia = f["acceptance_rate"], i["acceptance_rate"]
-    text += (f", and accepted / drafted stays at about the same ({num(fa)} with fp32, {num(ia)} with int8)"
+    text += (f". Accepted / drafted stays at about the same ({num(fa)} with fp32, {num(ia)} with int8)"
              if direction(fa, ia) == 0 and not (is_missing(fa) or is_missing(ia)) else
-             f", and {trend(fa, ia, 'accepted / drafted')}")
+             f". {trend(fa, ia, 'Accepted / drafted')}")
     if i.get("identical_to_plain") is True:
         text += "; the output stays token-identical to plain decoding (verification reads the model's own weights)"
     return text + "."
@@ -274,17 +280,31 @@ def weights_answer(grid: PlaygroundGrid, s: Setting) -> str:
     return text + _fastest_by_weights(grid)
 
 
+LIVE_WIDE = 0.25      # a live range wider than this share of its speedup cannot place a cell
+
+
+def live_verdict(live: dict, cell: dict) -> str:
+    """A live run beside the grid's cell, both with their min-max ranges, and what the ranges allow: agreement
+    within the noise, a difference beyond both ranges, or a live range too wide (wider than ``LIVE_WIDE`` of its
+    speedup and than twice the grid's) to separate the cell from the grid's value. Never ranks cells."""
+    v, lo, hi = live["speedup"], live["speedup_min"], live["speedup_max"]
+    g, glo, ghi = cell["speedup"], cell["speedup_min"], cell["speedup_max"]
+    head = (f"this machine measured {num(v)}x ({num(lo)}–{num(hi)}), the grid {num(g)}x "
+            f"({num(glo)}–{num(ghi)})")
+    if any(is_missing(x) for x in (v, lo, hi, g, glo, ghi)):
+        return head + ": a value is missing, nothing to compare"
+    if not overlaps((lo, hi), (glo, ghi)):
+        return head + f": this machine runs the cell {'faster' if lo > ghi else 'slower'}, beyond both ranges"
+    if hi - lo > max(LIVE_WIDE * v, 2 * (ghi - glo)):
+        return head + ": this run's range is too wide to separate the cell from the grid's value"
+    return head + ": this machine agrees with the grid within the noise"
+
+
 def live_sentence(live: dict, cell: dict) -> str:
-    """The live run against the grid's cell: inside or outside the grid's min-max range, and why it may move."""
-    text = versus_range(live["speedup"], cell["speedup_min"], cell["speedup_max"], what="The live speedup",
-                        reference="the grid's min–max for this cell")
-    text += (f" (with the plain loop's own noise in this run: {num(live['speedup_min'])}–{num(live['speedup_max'])}×). "
-             f"The plain loop took {num(live['plain_ms_per_token'])} ms/token here against "
-             f"{num(cell['plain_ms_per_token'])} in the grid. ")
-    if cell["speedup_min"] <= live["speedup"] <= cell["speedup_max"]:
-        return text + "The setting behaves here as it did where the grid was measured."
-    return text + ("A live run is a few short generations on a machine that may be busy: a speedup is a ratio of "
-                   "two timings, and load that hits the speculative and the plain runs unequally moves it.")
+    """The live run against the grid's cell (:func:`live_verdict`), and the plain loop's speed on both machines."""
+    verdict = live_verdict(live, cell)
+    return (f"{verdict[:1].upper()}{verdict[1:]}. The plain loop took {num(live['plain_ms_per_token'])} ms/token "
+            f"on this machine, {num(cell['plain_ms_per_token'])} in the grid.")
 
 
 def summary(grid: PlaygroundGrid, other: PlaygroundGrid | None, s: Setting) -> list[str]:
@@ -359,9 +379,9 @@ def break_even_sentence(cell: dict, alpha_star: float, gamma: int) -> str:
                 f"even a draft that is always right costs more per step than it emits.")
     else:
         side = "above" if not is_missing(rate) and rate > alpha_star else "below"
-        head = (f"This cell breaks even at α = {alpha_star:.2f} (γ = {gamma}); its measured accepted / drafted is "
-                f"{num(rate)}, {side} it (and α itself is higher still: accepted / drafted counts the tokens drafted "
-                f"after a rejection, which can never be accepted).")
+        head = (f"A fixed draft of γ = {gamma} at this cell's c and c_v breaks even at α = {alpha_star:.2f}; the "
+                f"cell's measured accepted / drafted is {num(rate)}, {side} it (α itself is higher still: tokens "
+                f"drafted after a rejection count as drafted, never as accepted).")
     if is_missing(lo) or is_missing(hi):
         return head
     verdict = ("faster than the plain loop" if lo > 1 else "slower than the plain loop" if hi < 1 else

@@ -11,8 +11,9 @@ import math
 
 import torch
 
-from ..measure.comparisons.speculative_sampling import RULES, SampledPosition, monte_carlo
+from ..measure.comparisons.speculative_sampling import monte_carlo, RULES, SampledPosition
 from ..measure.costs.analytic import expected_tokens_per_step
+from ..measure.reference import SAMPLING_METHODS
 from ..viz.sampling import (
     CURRENT_T,
     distribution_title,
@@ -24,10 +25,11 @@ from ..viz.sampling import (
 )
 from ..viz.style import FIGURE_WIDTH
 from ..viz.widgets import as_widget, update_widget
+from .notebook import reference_or_none
 
 __all__ = ["default_position", "position_label", "describe_trend", "alpha_sentence", "monte_carlo_sentence",
            "rejection_rate_line", "multi_token_sentence", "alpha_shape_sentence", "sweep_sentences",
-           "SamplingExplorer", "MonteCarloPanel"]
+           "SamplingExplorer", "MonteCarloPanel", "reference_sampling", "reference_sampling_sentence"]
 
 
 def default_position(positions: list[SampledPosition], top_mass: float = 0.5) -> int:
@@ -136,8 +138,8 @@ def multi_token_sentence(rows: list[dict]) -> str:
         beside = ("within the noise" if r["tv"] <= 2 * noise else f"{r['tv'] / noise:.0f}× the noise")
         verdict = "consistent with p's joint" if r["consistent_with_p"] else "NOT distributed as p's joint"
         parts.append(f"{r['rule']}: TV {r['tv']:.4f} ({beside}), {_fmt_p(r['p_value'])}, {verdict}")
-    return (f"Over n = {rows[0]['n']:,} two-token runs (n draws straight from p's joint are {noise:.4f} from it in "
-            f"TV): " + "; ".join(parts) + ".")
+    return (f"Over n = {rows[0]['n']:,} two-token runs, n draws straight from p's joint are {noise:.4f} from it in "
+            f"TV (the noise). " + ". ".join(parts) + ".")
 
 
 def alpha_shape_sentence(frame, low_t_alpha: float | None = None) -> str:
@@ -173,11 +175,46 @@ def rule_sentence(row: dict) -> str:
             f"{row['tv_to_p']:.3f} away from p in total variation.")
 
 
+def reference_sampling(name: str = "summary", source: str = "stdlib", folder=None) -> tuple[dict, object]:
+    """({temperature: reference row} of speculative sampling against plain sampling, the machine they ran on) from
+    the committed reference run (``source``'s rows, else the first source that has them); ({}, None) when no
+    reference file is committed: the notebook then says so rather than compare live numbers."""
+    reference = reference_or_none(name, folder)
+    if reference is None:
+        return {}, None
+    found = {}
+    for t, label, _ in SAMPLING_METHODS:
+        rows = [r for r in reference.select() if r.method == label]
+        rows.sort(key=lambda r: r.source != source)
+        if rows:
+            found[t] = rows[0]
+    return found, (reference.machine_for(next(iter(found.values()))) if found else reference.machine)
+
+
+def reference_sampling_sentence(rows: dict, machine) -> str:
+    """Speculative sampling's speedup over plain sampling in the reference run, per temperature, and whether the
+    temperatures differ beyond the repetitions' min-max (the one answer 03, 05 and the README give)."""
+    if not rows:
+        where = ("No reference run is committed" if machine is None else
+                 f"The reference run ({machine.describe()}) has no speculative-sampling rows")
+        return f"{where} (`python -m labkit reference --only summary`): nothing here compares speeds."
+    parts = [f"{r.speedup.text('x')} at T = {t:g}" for t, r in sorted(rows.items())]
+    text = (f"The reference run ({machine.describe()}) measured speculative sampling at {' and '.join(parts)} "
+            f"against plain sampling at the same temperature")
+    if len(rows) < 2:
+        return text + "."
+    (t0, a), (t1, b) = sorted(rows.items())[0], sorted(rows.items())[-1]
+    if a.speedup.overlaps(b.speedup):
+        return text + f": T = {t0:g} and T = {t1:g} are within the noise of each other."
+    return text + f": {'higher' if b.speedup.median > a.speedup.median else 'lower'} at T = {t1:g}, beyond the noise."
+
+
 def sweep_sentences(frame) -> list[str]:
-    """What the temperature sweep shows: the trends of α and of the speedup, how well α and E are predicted."""
+    """What the temperature sweep shows: the trend of α (seeded counts), the live speedup's trend (a line that says
+    "this machine": it checks, the reference compares), how well α and E are predicted."""
     t = list(frame["temperature"])
-    out = [describe_trend(t, frame["measured_alpha"], "The measured α") + "; "
-           + describe_trend(t, frame["measured_speedup"], "the measured speedup over plain sampling")
+    out = [describe_trend(t, frame["measured_alpha"], "The measured α") + ".",
+           "On this machine " + describe_trend(t, frame["measured_speedup"], "the speedup over plain sampling")
            + f" ({_spread_clause(frame)})."]
     gaps = (frame["measured_alpha"] - frame["predicted_alpha"]).abs()
     worst = int(gaps.idxmax())
@@ -194,7 +231,7 @@ def sweep_sentences(frame) -> list[str]:
     lo, hi = frame["c_v"].min(), frame["c_v"].max()
     cost = ("more than one" if lo > 1 else "less than one" if hi < 1 else "about one")
     gap = (frame["measured_speedup"] - frame["predicted_speedup_cv"]).abs().max()
-    out.append(f"The measured speedup is below Leviathan's E / (γc + 1) beyond its spread at {below} of {n} "
+    out.append(f"On this machine the speedup is below Leviathan's E / (γc + 1) beyond its spread at {below} of {n} "
                f"temperatures; that formula "
                f"charges a verify step as one plain step, and here one costs c_v = {lo:.2f}–{hi:.2f} plain steps "
                f"({cost}). With the measured c_v, E / (γc + c_v) is within {math.ceil(gap * 100) / 100:.2f} "

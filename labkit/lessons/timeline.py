@@ -9,17 +9,19 @@ import numpy as np
 import torch
 
 from ..artifacts.prompts import repeated_share
-from ..artifacts.results import skip_set_for
+from ..artifacts.results import skip_set_for, trained_draft_path
 from ..core.decoding import autoregressive_generate, speculative_generate
 from ..core.policies import AdaptiveThreshold
 from ..core.skip import SkipSet
 from ..measure.harness import Decoder, Method, frame, run_interleaved, summarise
+from ..measure.reference import Spread, live_vs_reference
 from ..viz.timeline import HIGHLIGHT_NAME, as_trace, highlight_shape, step_times, timeline_figure
 from ..viz.trace import step_html
 from .stepper import live_figure, step_controls, stepper_box
 
 __all__ = ["TraceReplayer", "demo_skip_set", "compare_drafters", "confidence_band_sentence", "verify_cost_sentence",
-           "sampling_sentence", "drafters_sentence", "repetition_contrast", "repetition_sentence", "speed_sentence",
+           "sampling_sentence", "sampling_speed_line", "drafters_sentence", "repetition_contrast",
+           "repetition_sentence", "speed_sentence",
            "starting_threshold", "measure_once", "row_speed_sentence", "carry_threshold", "threshold_step",
            "carry_sentence"]
 
@@ -100,8 +102,10 @@ def demo_skip_set(model, name: str = "default", verbose: bool = True) -> SkipSet
     else the model card's, else a fixed set of late blocks), said aloud."""
     n_layers = int(model.config.num_hidden_layers)
     skip, source = skip_set_for(name, n_layers)
+    if skip in trained_draft_path(name).values():        # the search rediscovered it (notebook 02, section 8)
+        source = "the trained draft path (the blocks training built in; the priced search in data/search chose it too)"
     if verbose:
-        print(f"skip set for {name!r} from {source}: {skip} ({skip.ratio(n_layers):.0%} of blocks)")
+        print(f"skip set for {name!r}: {source}: {skip} ({skip.ratio(n_layers):.0%} of blocks)")
     return skip
 
 
@@ -137,12 +141,10 @@ def verify_cost_sentence(run, plain_ms_per_token: float) -> str:
     """What a verify pass cost in this run, per step and against one plain token (c_v), and why it can be cheap."""
     s = as_trace(run).summary()
     c_v = s["verify_ms_per_step"] / plain_ms_per_token
-    return (f"In the greedy run above a verify pass checked d = {s['drafted_per_step']:.2f} drafted tokens on average "
-            f"and took {s['verify_ms_per_step']:.1f} ms, against {plain_ms_per_token:.1f} ms per token of plain "
-            f"decoding: c_v = {c_v:.2f}. One pass over all positions is necessary for that, not sufficient: it is "
-            f"cheap only while a forward's cost is dominated by what it pays once per call (kernel launches, "
-            f"Python, reading the weights) rather than by arithmetic per token; a compute-bound forward would "
-            f"cost about d + 1 times as much.")
+    return (f"On this machine a verify pass of the greedy run checked d = {s['drafted_per_step']:.2f} drafted tokens "
+            f"on average in {s['verify_ms_per_step']:.1f} ms, against {plain_ms_per_token:.1f} ms per plain token: "
+            f"c_v = {c_v:.2f}. It stays near 1 while a forward's cost is what it pays once per call (Python and "
+            f"framework work per module, reading the weights); arithmetic per token would make it about d + 1.")
 
 
 def _versus(rows, a: str, b: str) -> str:
@@ -159,23 +161,29 @@ def _versus(rows, a: str, b: str) -> str:
             f"{ra['ms_max']:.1f} and {rb['ms_min']:.1f}–{rb['ms_max']:.1f}): {verdict}")
 
 
-def sampling_sentence(greedy, sampled, policy=None, rows=None, labels: tuple[str, str] | None = None) -> str:
-    """Why sampling ran at a different speed than greedy here: accepted / drafted, d, wasted drafts, the threshold.
-    The speed comes from ``rows`` (:func:`measure_once`; ``labels`` = (sampling row, greedy row)) when given."""
+def sampling_speed_line(rows, sampled: str, plain_sampled: str, reference=None, machine=None) -> str:
+    """Speculative sampling against plain *sampling* at the same temperature (never against the greedy loop), as
+    measured on this machine (:func:`measure_once`'s rows); beside its reference row when given
+    (:func:`labkit.measure.reference.live_vs_reference`), which alone may compare."""
+    r = rows.loc[sampled]
+    if reference is None:
+        return (f"On this machine {sampled} ran at {r['speedup']:.2f}x plain sampling at the same temperature "
+                f"({r['speedup_min']:.2f}–{r['speedup_max']:.2f} over the repetitions; {plain_sampled}: "
+                f"{rows.loc[plain_sampled, 'ms_per_token']:.1f} ms/token).")
+    return live_vs_reference(f"speculative sampling against {plain_sampled}",
+                             Spread(r["speedup"], r["speedup_min"], r["speedup_max"]), reference, machine)
+
+
+def sampling_sentence(greedy, sampled, policy=None) -> str:
+    """Why sampling drafts less well than greedy here (counts of the seeded runs, no timing): accepted / drafted,
+    d, the drafts wasted per emitted token, and how far the adaptive threshold moved."""
     g, s = as_trace(greedy).summary(), as_trace(sampled).summary()
     waste = lambda x: (x["drafted"] - x["accepted"]) / x["emitted"]               # noqa: E731
-    if rows is not None and labels is not None:
-        text = f"Sampling against greedy self-drafting: {_versus(rows, *labels)}. "
-    else:
-        text = (f"Sampling took {s['ms_per_token_with_prefill']:.1f} ms/token against "
-                f"{g['ms_per_token_with_prefill']:.1f} greedy (one run each). ")
-    text += (f"Accepted / drafted fell from {g['acceptance_rate']:.0%} to "
-             f"{s['acceptance_rate']:.0%} while d went from {g['drafted_per_step']:.1f} to {s['drafted_per_step']:.1f} "
-             f"drafted per step, so the draft produced {waste(s):.2f} rejected or discarded tokens per emitted token "
-             f"(greedy: {waste(g):.2f}): ")
-    text += ("sampled drafts are accepted with probability min(1, p/q) rather than whenever the argmax matches, and "
-             "every token drafted after a rejection is thrown away. " if waste(s) > waste(g) else
-             "sampling did not waste more drafts here. ")
+    text = (f"Accepted / drafted fell from {g['acceptance_rate']:.0%} (greedy) to {s['acceptance_rate']:.0%} and d "
+            f"from {g['drafted_per_step']:.1f} to {s['drafted_per_step']:.1f}, leaving {waste(s):.2f} wasted drafts "
+            f"per emitted token (greedy: {waste(g):.2f})")
+    text += (": a sampled draft survives with probability min(1, p/q), not whenever the argmax matches. "
+             if waste(s) > waste(g) else "; sampling did not waste more drafts here. ")
     thresholds = [st.threshold for st in as_trace(sampled).steps if st.threshold is not None]
     if thresholds and policy is not None and hasattr(policy, "epsilon"):
         step = (1 - policy.beta2) * policy.epsilon
@@ -193,7 +201,7 @@ def drafters_sentence(runs: dict, rows=None) -> str:
     text = (f"{a}: accepted / drafted {sa['acceptance_rate']:.0%}, {sa['tokens_per_step']:.2f} tokens per step; "
             f"{b}: {sb['acceptance_rate']:.0%}, {sb['tokens_per_step']:.2f}. ")
     if rows is not None:
-        return text + f"The {b} against the {a} on this prompt: {_versus(rows, b, a)}."
+        return text + f"On this machine the {b} against the {a} on this prompt: {_versus(rows, b, a)}."
     faster = a if sa["ms_per_token_with_prefill"] < sb["ms_per_token_with_prefill"] else b
     return text + f"On this prompt the {faster} was faster (one run each: a single prompt's ranking, not a benchmark)."
 
@@ -284,7 +292,9 @@ def starting_threshold(grid, ratio: float, max_draft: int = 12) -> tuple[float, 
 def measure_once(model, input_ids, *, skip: SkipSet, threshold: float, draft_model=None, lookup: int = 6,
                  temperature: float = 0.7, seed: int = 0, max_new_tokens: int = 48, repeats: int = 3):
     """Every way this notebook decodes its prompt, timed once: the plain loop, self-drafting (greedy, with prompt
-    lookup in front, sampled) and a separate draft model when given, interleaved over ``repeats`` repetitions
+    lookup in front, sampled), a separate draft model when given, and plain sampling (the sampled row's baseline:
+    its speedup, c and c_v are against plain sampling, its ``baseline`` column says so), interleaved over
+    ``repeats`` repetitions
     (labkit.measure.harness), each call with a fresh adaptive policy starting at ``threshold``. Returns
     (rows as a DataFrame indexed by label, the Runs: their traces for the figures)."""
     def spec(**kw):
@@ -297,11 +307,21 @@ def measure_once(model, input_ids, *, skip: SkipSet, threshold: float, draft_mod
                         spec(skip=skip, lookup=lookup))]
     if draft_model is not None:
         decoders.append(Decoder(Method("separate model", "separate draft model"), spec(draft_model=draft_model)))
-    decoders.append(Decoder(Method("self-spec", f"self-draft, sampling T={temperature:g}", greedy=False),
-                            lambda ids, n: spec(skip=skip, do_sample=True, temperature=temperature,
-                                                generator=torch.Generator().manual_seed(seed))(ids, n)))
+    sampled = Method("self-spec", f"self-draft, sampling T={temperature:g}", greedy=False)
+    plain_sampled = Method("plain", f"plain sampling T={temperature:g}", greedy=False)
+    decoders.append(Decoder(sampled, lambda ids, n: spec(skip=skip, do_sample=True, temperature=temperature,
+                                                         generator=torch.Generator().manual_seed(seed))(ids, n)))
+    decoders.append(Decoder(plain_sampled, lambda ids, n: autoregressive_generate(
+        model, ids, n, do_sample=True, temperature=temperature, generator=torch.Generator().manual_seed(seed))))
     runs = run_interleaved(decoders, [input_ids], max_new_tokens=max_new_tokens, repeats=repeats, progress=False)
-    return frame(summarise(runs)), runs
+    rows = frame(summarise(runs))
+    against = frame(summarise(runs, plain_sampled))          # sampling is timed against plain sampling
+    ratios = ["speedup", "speedup_min", "speedup_max", "c", "c_v", "limit", "measured_over_limit"]
+    for label in (sampled.label, plain_sampled.label):
+        rows.loc[label, ratios] = against.loc[label, ratios]
+    rows["baseline"] = ["plain loop"] * len(rows)
+    rows.loc[[sampled.label, plain_sampled.label], "baseline"] = plain_sampled.label
+    return rows, runs
 
 
 def row_speed_sentence(rows, label: str, repeats: int, reference: str = "plain loop") -> str:
@@ -316,7 +336,7 @@ def row_speed_sentence(rows, label: str, repeats: int, reference: str = "plain l
         verdict = "level with the plain loop within the noise"
     return (f"{label}: {r['ms_per_token']:.1f} ms/token against {rows.loc[reference, 'ms_per_token']:.1f} for the "
             f"{reference}, {r['speedup']:.2f}x (min–max {r['speedup_min']:.2f}–{r['speedup_max']:.2f} over "
-            f"{n} interleaved repetitions): {verdict} on this prompt.")
+            f"{n} interleaved repetitions): {verdict} on this prompt, on this machine.")
 
 
 def carry_threshold(model, tokenizer, skip: SkipSet, prompts, *, threshold: float, max_new_tokens: int) -> dict:

@@ -13,9 +13,9 @@ from __future__ import annotations
 from ..core.tree import children
 from ..viz.style import FIGURE_WIDTH, token_labels
 from ..viz.trees import STATUSES, mask_ticks, n_stages, tree_edges, tree_layout, tree_step_figure, tree_view
-from ..viz.widgets import update_widget
+from ..viz.widgets import as_widget, update_widget
 from .claims import compare, num, overlaps, who_wins
-from .stepper import SliderLook, live_figure, step_controls, stepper_box
+from .stepper import live_figure, SliderLook, step_controls, stepper_box
 
 __all__ = ["TreeStepper", "left_top1", "pick_steps", "off_top1_sentence", "cheap_up_to", "width_sentence",
            "spec_rows", "shapes_sentence", "trade_sentence", "unsure_sentence"]
@@ -182,22 +182,20 @@ def _best_tree(mine: dict) -> str:
 
 
 def shapes_sentence(rows: list[dict], source: str, chain: str = "chain") -> str:
-    """Which speculative row was fastest on ``source`` (and whether beyond the noise), and the best tree against
-    the chain."""
+    """The best tree against the chain on ``source``, measured on this machine: both speedups with their min–max
+    ranges and one verdict (within the noise when the ranges overlap), in under 50 words. The figure shows every
+    shape; the sentence ranks nothing else on a live run."""
     mine = spec_rows(rows, source)
-    head = who_wins({m: r["speedup"] for m, r in mine.items()}, lower_is_better=False, what="speedup", spec=".2f",
-                    spreads={m: _spread(r) for m, r in mine.items()},
-                    noise="the noise (its min–max range overlaps)")
     best, c = _best_tree(mine), mine[chain]
     b = mine[best]
     if overlaps(_spread(b), _spread(c)):
-        verdict = "within the noise of the chain"
+        verdict = "within the noise of each other (the min–max ranges overlap)"
     else:
-        verdict = "faster than the chain beyond the noise" if b["speedup"] > c["speedup"] else \
-            "slower than the chain beyond the noise"
-    return (f"On {source} prompts: {head} The best tree, {best} ({b['speedup']:.2f}×, "
-            f"{b['speedup_min']:.2f}–{b['speedup_max']:.2f}), is {verdict} ({c['speedup']:.2f}×, "
-            f"{c['speedup_min']:.2f}–{c['speedup_max']:.2f}).")
+        verdict = (f"the tree {'faster' if b['speedup'] > c['speedup'] else 'slower'} beyond the noise (the "
+                   f"min–max ranges do not overlap)")
+    return (f"On this machine, on {source} prompts, the tree with the highest median, {best}, measured "
+            f"{b['speedup']:.2f}× ({b['speedup_min']:.2f}–{b['speedup_max']:.2f}) and the chain {c['speedup']:.2f}× "
+            f"({c['speedup_min']:.2f}–{c['speedup_max']:.2f}): {verdict}.")
 
 
 def trade_sentence(rows: list[dict], source: str, chain: str = "chain") -> str:
@@ -215,9 +213,9 @@ def trade_sentence(rows: list[dict], source: str, chain: str = "chain") -> str:
              if (b["speedup"] > c["speedup"]) == (gain > dearer) else
              f"the wall clock says otherwise ({b['speedup']:.2f}× against {c['speedup']:.2f}×: time outside "
              f"drafting and verifying, e.g. the tree's bookkeeping, decides)")
-    return (f"On {source} prompts, {best} verified {b['nodes_per_verify']:.1f} nodes per step against the chain's "
-            f"{c['nodes_per_verify']:.1f} and emitted {b['tokens_per_step']:.2f} tokens per step against "
-            f"{c['tokens_per_step']:.2f} (×{gain:.2f}); its step cost {cost_b:.2f} plain steps (c_v = "
+    return (f"On this machine, on {source} prompts, {best} verified {b['nodes_per_verify']:.1f} nodes per step "
+            f"against the chain's {c['nodes_per_verify']:.1f} and emitted {b['tokens_per_step']:.2f} tokens per "
+            f"step against {c['tokens_per_step']:.2f} (×{gain:.2f}); its step cost {cost_b:.2f} plain steps (c_v = "
             f"{b['c_v']:.2f}) against {cost_c:.2f} (c_v = {c['c_v']:.2f}), ×{dearer:.2f}: the extra tokens {paid} "
             f"the wider tree, and {clock}.")
 
@@ -228,14 +226,18 @@ def unsure_sentence(rows: list[dict], sources: tuple[str, str] = ("stdlib", "pac
     tokens per step over the chain on each source."""
     a, b = (spec_rows(rows, s) for s in sources)
     gain = {s: m[_best_tree(m)]["tokens_per_step"] - m[chain]["tokens_per_step"] for s, m in zip(sources, (a, b))}
-    sure = compare(a[chain]["acceptance"], b[chain]["acceptance"], a_name=f"the chain's acceptance on {sources[0]}",
-                   b_name=f"its acceptance on {sources[1]}", rel_tol=0.02)
+    surer = compare(a[chain]["acceptance"], b[chain]["acceptance"], a_name=f"the chain's acceptance on {sources[0]}",
+                    b_name=f"its acceptance on {sources[1]}", rel_tol=0.02)
     more = compare(gain[sources[0]], gain[sources[1]], a_name=f"the best tree's extra tokens per step on {sources[0]}",
                    b_name=f"those on {sources[1]}", rel_tol=0.05)
     if abs(a[chain]["acceptance"] - b[chain]["acceptance"]) <= 0.02 * max(a[chain]["acceptance"], 1e-12):
-        return f"{sure[0].upper()}{sure[1:]}: the draft was about as sure on both sources, so this pair cannot say."
+        return f"{surer[0].upper()}{surer[1:]}: the draft was about as sure on both sources, so this pair cannot say."
     unsure = sources[1] if a[chain]["acceptance"] > b[chain]["acceptance"] else sources[0]
-    follows = (gain[unsure] > gain[sources[0] if unsure == sources[1] else sources[1]])
-    tail = (f"so the tree won more tokens where the draft was less sure ({unsure})" if follows else
-            f"yet the tree did not win more tokens where the draft was less sure ({unsure}) on these prompts")
-    return f"{sure[0].upper()}{sure[1:]}; {more}: {tail} (tokens per step, {num(gain[unsure])} extra there)."
+    sure = sources[0] if unsure == sources[1] else sources[1]
+    if abs(gain[unsure] - gain[sure]) <= 0.05 * max(abs(gain[unsure]), abs(gain[sure]), 1e-12):   # compare's tolerance
+        tail = f"so on these prompts the tree won about as many tokens where the draft was less sure ({unsure})"
+    elif gain[unsure] > gain[sure]:
+        tail = f"so the tree won more tokens where the draft was less sure ({unsure})"
+    else:
+        tail = f"yet the tree did not win more tokens where the draft was less sure ({unsure}) on these prompts"
+    return f"{surer[0].upper()}{surer[1:]}; {more}: {tail} (tokens per step, {num(gain[unsure])} extra there)."

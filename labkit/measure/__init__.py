@@ -9,6 +9,9 @@ The subpackages: ``costs`` (what a forward costs and what an acceptance pattern 
 verify costs, the analytic speedup, the calibration that predicts and then measures it), ``bench`` (the side-by-side
 benchmark: what it runs, the run, its reader, the device version), ``grid`` (the playground's precomputed grid: its
 cells, the measurement, its reader), ``signals`` (what predicts a rejection or an exit: the stop signal, the
-confidence gate, saturation, early exit) and ``comparisons`` (one method beside the chain and the plain loop:
+confidence gate, saturation, early exit), ``reference`` (the committed quiet runs every comparative sentence of
+the lab reads: the loader with a live run put beside it and the A/A noise floor, what each group measures, the
+resumable ``python -m labkit reference``, the README's speed table and notebook 09's decision table) and
+``comparisons`` (one method beside the chain and the plain loop:
 cascades, drafters, parallel decoding, speed, adaptive skip strategies, speculative sampling, robustness across
 prompt sources)."""

@@ -50,7 +50,8 @@ from ..core.expectation import speedup_limit
 from ..core.jacobi import JacobiTrace
 
 __all__ = ["Method", "Decoder", "RunRecord", "Runs", "record_of", "timed", "Stopwatch", "run_interleaved",
-           "interleaved_ms", "ratio_spread", "run_by_source", "summarise", "frame", "phase_costs", "ROW_COLUMNS", "NAN"]
+           "interleaved_ms", "ratio_spread", "run_by_source", "summarise", "frame", "phase_costs", "json_safe",
+           "ROW_COLUMNS", "NAN"]
 
 NAN = float("nan")
 ROW_COLUMNS = ("ms_per_token", "ms_min", "ms_max", "speedup", "speedup_min", "speedup_max", "acceptance",
@@ -313,6 +314,18 @@ def summarise(runs: Runs, reference: Method | None = None) -> list[dict]:
                             and reference.greedy else NAN)
         rows.append(row)
     return rows
+
+
+def json_safe(value):
+    """``value`` with every NaN float written as None (recursively): rows stored as strict JSON (which has no NaN);
+    their readers turn null back into NaN."""
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    if isinstance(value, dict):
+        return {k: json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v) for v in value]
+    return value
 
 
 def frame(rows: list[dict], index: str | None = "method"):

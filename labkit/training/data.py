@@ -10,7 +10,7 @@ import torch
 
 from ..artifacts.corpus import package_files, read_split
 from ..artifacts.paths import TOKENIZER_DIR
-from ..artifacts.prompts import OUTSIDE_PACKAGES
+from ..artifacts.prompts import STUB_PACKAGES
 from .config import EOS_TOKEN, TrainConfig
 
 __all__ = ["train_tokenizer", "load_or_train_tokenizer", "encode_split", "package_texts", "check_packages",
@@ -48,12 +48,13 @@ def load_or_train_tokenizer(cfg: TrainConfig, corpus_root):
 
 
 def check_packages(packages: tuple[str, ...]) -> None:
-    """Fail before any work: every name installed, none of them an outside-prompt package (held out whole)."""
-    outside = {name for _, name in OUTSIDE_PACKAGES}
+    """Fail before any work: every name installed, none of them an outside-prompt or stub package (held out whole:
+    :data:`~labkit.artifacts.prompts.STUB_PACKAGES` holds the outside packages and the stubs' extra ones)."""
+    outside = {name for _, name in STUB_PACKAGES}
     for name in packages:
         if name in outside:
             raise ValueError(f"corpus_packages: {name!r} is an outside-prompt package (labkit.artifacts.prompts."
-                             f"OUTSIDE_PACKAGES); it stays out of training so its prompts stay outside")
+                             f"STUB_PACKAGES); it stays out of training so its prompts stay outside")
         package_files(name)                                    # ModuleNotFoundError naming it if absent
 
 

@@ -96,7 +96,8 @@ def redundancy_figure(paths: Mapping[str, Sequence], n_layers: int, *, band: tup
     if mark_ratio is not None:
         k = int(round(mark_ratio * blocks))
         fig.add_vline(x=k, line_dash="dot", line_color="black",
-                      annotation_text=f"{k} of {blocks} skipped: " + ", ".join(notes), annotation_position="top right")
+                      annotation_text=f"{k} of {blocks} skipped: " + ", ".join(notes),
+                      annotation_position="bottom right")       # the top is where the stars and their labels sit
     fig.update_layout(
         title=title or "How much of the model can a draft drop? Best set found at each size (greedy elimination)",
         xaxis_title=f"blocks skipped (of {blocks}: {n_layers} attention + {n_layers} MLP)",

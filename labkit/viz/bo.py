@@ -113,15 +113,17 @@ def _best_so_far_band_figure(curves: dict[str, np.ndarray], f_min: float, labels
         label = labels.get(name, name)
         band_name = "min–max" if band == "minmax" else "25–75%"
         bx, by = _band_xy(x, lo, hi)
-        fig.add_trace(go.Scatter(x=bx, y=by, fill="toself", fillcolor=rgba(color, 0.15), line=dict(width=0),
+        fig.add_trace(go.Scatter(x=bx, y=by, fill="toself", fillcolor=rgba(color, 0.10),
+                                 line=dict(width=1, color=rgba(color, 0.45), dash="dot"),
                                  name=f"{label}: {band_name} of {gap.shape[0]} seeds", legendgroup=name,
-                                 hoverinfo="skip"))
-        fig.add_trace(go.Scatter(x=x, y=np.median(gap, axis=0), name=f"{label}: median", legendgroup=name,
-                                 mode="lines", line=dict(color=color, width=2.5)))
+                                 showlegend=False, hoverinfo="skip"))
+        fig.add_trace(go.Scatter(x=x, y=np.median(gap, axis=0), name=f"{label}: median ({band_name} band)",
+                                 legendgroup=name, mode="lines", line=dict(color=color, width=2.5)))
     if vline is not None:
         fig.add_vline(x=vline[0], line=dict(color="grey", dash="dot"), annotation_text=vline[1],
                       annotation_position="top right")
     fig.update_layout(title=title, template="plotly_white", height=480, xaxis_title=x_title,
+                      legend=dict(orientation="h", y=-0.18, x=0),       # below the plot: the curves keep the width
                       yaxis=dict(title="best-so-far − known minimum (unitless, log scale)", type="log",
                                  exponentformat="power"))
     return fig

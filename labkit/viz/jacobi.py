@@ -140,12 +140,14 @@ def decoder_comparison_figure(frame, *, width: int = FIGURE_WIDTH, height: int =
     fig.add_bar(y=methods, x=[float(v) for v in frame["forwards_per_token"]], orientation="h", showlegend=False,
                 marker_color=PALETTE["target"], hovertemplate="%{y}: %{x:.3f} forwards per token<extra></extra>",
                 row=1, col=1)
-    base = float(frame["ms_per_token"].iloc[0])
     speed = [float(v) for v in frame["speedup"]]
+    # the min–max of the per-repetition ratios (what the sentence reads), not the plain median over each method's
+    # fastest and slowest ms: the reference method then has no error bar against itself
+    lo = [float(v) for v in frame["speedup_min"]] if "speedup_min" in frame else speed
+    hi = [float(v) for v in frame["speedup_max"]] if "speedup_max" in frame else speed
     fig.add_bar(y=methods, x=speed, orientation="h", showlegend=False, marker_color=PALETTE["speedup"],
-                error_x=dict(type="data", symmetric=False,
-                             array=[base / float(lo) - s for lo, s in zip(frame["ms_min"], speed)],
-                             arrayminus=[s - base / float(hi) for hi, s in zip(frame["ms_max"], speed)]),
+                error_x=dict(type="data", symmetric=False, array=[h - s for h, s in zip(hi, speed)],
+                             arrayminus=[s - low for low, s in zip(lo, speed)]),
                 hovertemplate="%{y}: %{x:.2f}×<extra></extra>", row=1, col=2)
     for col in (1, 2):
         fig.add_vline(x=1.0, line=dict(color="black", width=1, dash="dot"), row=1, col=col)

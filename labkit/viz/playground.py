@@ -225,7 +225,8 @@ def heatmap_figure(grid: PlaygroundGrid, policy: str | None = None, max_draft: i
                              name="best on this slice (median of the repetitions)",
                              marker=dict(symbol="square-open", size=38, color="black", line=dict(width=3))))
     fig.update_layout(title=f"{grid.name}: measured speedup, {s.policy} policy, max draft {s.max_draft}, "
-                            f"{s.draft_weights} draft weights (blue > 1 > red; box: best, rings: within its noise)",
+                            f"{s.draft_weights} draft weights<br><sup>blue > 1 > red; box: best, rings: within its "
+                            f"noise</sup>",
                       template="plotly_white",
                       height=430,
                       xaxis_title="skip ratio (fraction of the 2L blocks skipped)",

@@ -1,6 +1,6 @@
 """Regimes drawn: the roofline with the measured blocks on it, c against the fraction of blocks kept (against the
 diagonal c = kept), c_v against the tokens a verify reads, the analytic limit against α and γ, and a calibration's
-prediction beside its measurement.
+prediction beside its measurement, and one decoding step taken apart (``anatomy_figure``).
 
 Rows are those of :mod:`labkit.measure.costs.roofline` and :mod:`labkit.measure.costs.calibration`; a figure that
 compares models or precisions takes ``{label: rows}`` and gives each label one colour, in order.
@@ -17,7 +17,7 @@ from ..measure.costs.analytic import best_limit
 from .style import MODEL_COLORS, PALETTE
 
 __all__ = ["roofline_figure", "draft_cost_figure", "verify_cost_figure", "limit_by_alpha_figure", "limit_gamma_data",
-           "limit_gamma_figure", "calibration_figure", "color_of", "IDEAL"]
+           "limit_gamma_figure", "calibration_figure", "anatomy_figure", "color_of", "IDEAL"]
 
 #: The label of the memory-bound ideal: c = the fraction of blocks kept, c_v = 1 (a GPU decoding a large model).
 IDEAL = "memory-bound ideal (c = kept, c_v = 1)"
@@ -93,9 +93,12 @@ def draft_cost_figure(curves: Mapping[str, Sequence[dict]], band: float = 0.1) -
     fig.add_trace(go.Scatter(x=[0, 1], y=[0, 1], mode="lines", name="c = kept (time ∝ blocks kept)",
                              line=dict(color=PALETTE["analytic"], dash="dot")))
     labels = list(curves)
-    for label, rows in curves.items():
+    for i, (label, rows) in enumerate(curves.items()):
         rows = sorted((r for r in rows if r["label"].startswith("kept")), key=lambda r: r["kept"])
-        fig.add_trace(go.Scatter(x=[r["kept"] for r in rows], y=[r["c"] for r in rows], mode="lines+markers",
+        shift = 0.012 * (i - (len(labels) - 1) / 2)              # side by side, so overlapping error bars stay apart
+        fig.add_trace(go.Scatter(x=[r["kept"] + shift for r in rows], y=[r["c"] for r in rows], mode="lines+markers",
+                                 customdata=[r["kept"] for r in rows],
+                                 hovertemplate="kept %{customdata:.2f}: c = %{y:.2f}<extra>" + label + "</extra>",
                                  name=label, line=dict(color=color_of(labels, label)), error_y=_error(rows, "c")))
     fig.update_xaxes(title_text="fraction of blocks kept (whole layers skipped, spread evenly)", range=[0, 1.05])
     fig.update_yaxes(title_text="draft cost c (one drafted token ÷ plain step)", range=[0, 1.3])
@@ -206,4 +209,28 @@ def calibration_figure(calibrations: Mapping[str, object]) -> go.Figure:
     fig.update_yaxes(title_text="speedup over the plain loop", rangemode="tozero")
     fig.update_layout(title="The calibration's prediction beside the measured run", barmode="group", height=400,
                       **_LAYOUT)
+    return fig
+
+
+#: The colour of each part of a step (labkit.measure.step_anatomy.PARTS): arithmetic in greens and blues, per-call
+#: work in greys.
+_PART_COLORS = {"matrix products": "#2ca25f", "attention kernel": "#1f78b4", "cache updates": "#a6cee3",
+                "LM head": "#6a3d9a", "framework in the blocks": "#7f7f7f", "norms": "#bdbdbd",
+                "rest of the forward": "#d9d9d9"}
+
+
+def anatomy_figure(anatomies: Mapping[str, dict]) -> go.Figure:
+    """One horizontal bar per configuration (``{label: step_anatomy(...)}``), stacked by part: where one step's
+    milliseconds go. Arithmetic (matrix products, attention kernel, cache updates, LM head) in colour, per-call work
+    (framework in the blocks, norms, the rest of the forward) in greys."""
+    labels = list(anatomies)
+    fig = go.Figure()
+    for part, colour in _PART_COLORS.items():
+        values = [anatomies[label]["parts"][part] for label in labels]
+        fig.add_bar(y=labels, x=values, name=part, orientation="h", marker_color=colour,
+                    hovertemplate=f"{part}: %{{x:.3f}} ms<extra>%{{y}}</extra>")
+    fig.update_layout(barmode="stack", height=140 + 60 * len(labels), legend=dict(orientation="h", y=-0.35),
+                      title="Where one decoding step's time goes on this machine (ms)",
+                      xaxis_title="ms per step (hooked forward)", yaxis=dict(autorange="reversed"),
+                      **{**_LAYOUT, "margin": dict(l=200, r=20, t=60, b=50)})
     return fig

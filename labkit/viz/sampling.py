@@ -175,6 +175,9 @@ def monte_carlo_figure(p: torch.Tensor, rows: list[dict], labels: dict[int, str]
     if not rows:
         raise ValueError("no Monte-Carlo rows to draw")
     views = [monte_carlo_view(p, row, labels, k=k) for row in rows]
+    # each panel at least twice its noise band tall: an exact rule's deviations stay small inside it, while a wrong
+    # rule's fill their panel (one shared scale would let one very wrong rule flatten a subtly wrong one)
+    reach = [1.15 * max(max(abs(d) for d in v["deviation"]), 2 * max(v["noise"]), 1e-6) for v in views]
     fig = make_subplots(rows=len(rows), cols=1, vertical_spacing=0.3 / len(rows),
                         subplot_titles=[v["title"] for v in views])
     for i, view in enumerate(views, start=1):
@@ -188,7 +191,7 @@ def monte_carlo_figure(p: torch.Tensor, rows: list[dict], labels: dict[int, str]
                     hovertemplate="%{x}<br>emitted %{customdata[0]:.4f} − p %{customdata[1]:.4f} = %{y:+.4f}"
                                   "<extra></extra>")
         fig.add_hline(y=0.0, line=dict(color="black", width=1), row=i, col=1)
-        fig.update_yaxes(title_text="emitted − p", zeroline=False, row=i, col=1)
+        fig.update_yaxes(title_text="emitted − p", zeroline=False, range=[-reach[i - 1], reach[i - 1]], row=i, col=1)
         fig.update_xaxes(tickangle=0, tickfont=dict(size=12), row=i, col=1)
     fig.update_annotations(font=dict(size=12), x=0.0, xanchor="left")
     fig.update_layout(template="plotly_white", width=width)
@@ -243,6 +246,7 @@ def temperature_figure(view: dict, *, gamma: int, current: float | None = None, 
                       visible=current is not None, name=CURRENT_T, row=1, col=col)
         fig.update_xaxes(title_text="temperature T", row=1, col=col)
     fig.update_yaxes(range=[0, 1.02], row=1, col=1)
+    fig.update_yaxes(rangemode="tozero", row=1, col=2)        # from 0: three close points do not fill the panel
     fig.update_layout(template="plotly_white", width=width)
     # eight legend entries wrap to four rows at this width; one more band keeps the subplot titles clear of them
     header(fig, "Real sampled runs across temperatures, beside what p and q predict", height, legend_rows=5,

@@ -280,8 +280,8 @@ def step_html(trace, tokenizer, step: int, prompt_ids=None, *, show_prompt: bool
     thr = "" if s.threshold is None else f" · threshold {s.threshold:.3f}"
     emitted = sum(t.n_emitted for t in trace.steps[:step + 1])
     header = (f"<b>Step {step}</b> (of 0–{n - 1}) · drafted {k}, accepted {s.n_accepted}: {verdict}<br>"
-              f"draft {1e3 * s.draft_s:.1f} ms + verify {1e3 * s.verify_s:.1f} ms (1 forward pass checked {k} "
-              f"token{'s' * (k != 1)}){thr} · {emitted} new tokens so far")
+              f"on this machine draft {1e3 * s.draft_s:.1f} ms + verify {1e3 * s.verify_s:.1f} ms (1 forward pass "
+              f"checked {k} token{'s' * (k != 1)}){thr} · {emitted} new tokens so far")
     body = "".join(parts)
     return (f'<div style="font-family:sans-serif;font-size:13px;line-height:1.5">{header}<br>{_legend_html()}</div>'
             f'<div style="font-family:monospace;font-size:13px;white-space:pre-wrap;border:1px solid #ddd;'

@@ -231,12 +231,13 @@ def shapes_figure(rows: list[dict]) -> go.Figure:
         fig.add_trace(go.Scatter(
             x=[r["nodes_per_verify"] for r in mine], y=[r["tokens_per_step"] for r in mine], mode="markers+text",
             text=[short_label(r["method"]) for r in mine], textposition="top center", textfont=dict(size=9),
-            marker=dict(size=10, color=color), name=f"{source} prompts", legendgroup=source, showlegend=False), 1, 2)
+            marker=dict(size=10, color=color), name=f"{source} prompts", legendgroup=source, showlegend=False,
+            cliponaxis=False), 1, 2)                            # a label at the plot's edge is drawn whole
     fig.add_hline(y=1.0, line=dict(color=PALETTE["auxiliary"], dash="dot"), row=1, col=1)
     fig.update_xaxes(tickangle=-30, tickfont=dict(size=9), row=1, col=1)
     fig.update_yaxes(title_text="speedup", row=1, col=1)
     fig.update_xaxes(title_text="nodes per verify", type="log", row=1, col=2)
     fig.update_yaxes(title_text="tokens per step", row=1, col=2)
     fig.update_layout(barmode="group", height=470, legend=dict(orientation="h", y=-0.35),
-                      margin=dict(l=60, r=20, t=60, b=60), template="plotly_white")
+                      margin=dict(l=60, r=70, t=60, b=60), template="plotly_white")
     return fig

@@ -114,7 +114,8 @@ def test_jsonl_prompt_files_and_source_errors(tmp_path):
     assert [p.source for p in got] == ["p.jsonl:1:dbl", "p.jsonl:3"]
     with pytest.raises(FileNotFoundError, match="nowhere.jsonl"):
         all_sources(1, source=tmp_path / "nowhere.jsonl")
-    with pytest.raises(ValueError, match="must be 'stdlib', 'packages', 'stdlib-long', 'packages-long' or a path"):
+    with pytest.raises(ValueError,
+                       match="must be 'stdlib', 'packages', 'stdlib-long', 'packages-long', 'stubs' or a path"):
         all_sources(1, source="pypi")
     with pytest.raises(ValueError, match=r"expected a \.txt or \.jsonl file"):
         read_prompt_file(tmp_path / "p.csv")
@@ -244,3 +245,34 @@ def test_long_sources_hold_out_the_choosing_prompts_and_say_what_they_are(every_
     assert {k: v for k, v in info.items() if k not in ("source", "variant", "of", "chars")} == \
         {k: v for k, v in short.items() if k != "source"}
     assert "variant" not in short
+
+
+@pytest.fixture(scope="module")
+def stubs():
+    return all_prompts(source="stubs")
+
+
+def test_stubs_are_deterministic_held_out_and_each_has_an_example(stubs):
+    """Every stub's docstring holds a '>>>' line and ends at its quotes (the body left to write); the stdlib's come
+    from validation files only (none from a training file); the first ones spread over the stdlib and packages."""
+    assert all_sources(12, source="stubs") == stubs[:12] and all_sources(12, seed=1, source="stubs") != stubs[:12]
+    assert len(stubs) >= 100 and len({p.text for p in stubs}) == len(stubs)
+    for p in stubs:
+        assert any(line.lstrip().startswith(">>>") for line in p.text.splitlines()), p.source
+        assert p.text.startswith(("def ", "async def ", "@")) and p.text.endswith(('"', "'")), p.source
+    from labkit.artifacts.prompts import STUB_PACKAGES
+    packages = {name for _, name in STUB_PACKAGES}
+    stdlib = [p.source for p in stubs if p.source.split("/")[0] not in packages]
+    assert stdlib and {split_of(s.split(":")[0]) for s in stdlib} == {"validation"}
+    assert {"numpy", "packaging"} <= {s.split("/")[0] for s in (p.source for p in stubs[:12])}
+    bench = benchmark_prompts(6, source="stubs")
+    assert bench == stubs[PROMPT_OFFSET:PROMPT_OFFSET + 6]
+    info = source_info("stubs")
+    assert info["source"] == "stubs" and "numpy" in info["packages"] and info["stdlib"] == "validation files"
+
+
+def test_stubs_fit_the_models_context(stubs):
+    import labkit
+    model, tokenizer = labkit.load_model("default")
+    lengths = [len(tokenizer(p.text, add_special_tokens=False)["input_ids"]) for p in stubs]
+    assert max(lengths) <= model.config.max_position_embeddings - 128 - 12, max(lengths)

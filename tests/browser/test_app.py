@@ -96,15 +96,18 @@ def test_app_page_runs_the_playground(browser, app_url, local, shots):
         local.ratio_slider.value = options[options.index(local.ratio_slider.value) + 1]
         assert wait_until(lambda: not _page_matches(page, local), 30), _page_matches(page, local)
 
-        # the draft weights toggle (when the grid has int8 cells; a format-2 grid offers fp32 only): a click on int8
-        # must redraw every curve, the star and the readout from the int8 cells, as the same move does here
+        # the draft weights toggle (when the grid has int8 cells; a format-2 grid offers fp32 only): a click on the
+        # weights not selected (the page opens on the grid's best cell, int8 or fp32) must redraw every curve, the
+        # star and the readout from those cells, as the same move does here
         if len(local.weights_toggle.options) > 1:
             before = local.state()
+            other = next(w for w in local.weights_toggle.options if w != local.weights_toggle.value)
             group = page.locator(".widget-toggle-buttons").filter(
                 has=page.locator(".widget-label", has_text=exact("draft weights")))
-            group.locator("button.widget-toggle-button", has_text=exact("int8")).click()
-            local.weights_toggle.value = "int8"
-            assert figure_part(local.state()) != figure_part(before) and "int8 draft weights" in local.readout.value
+            group.locator("button.widget-toggle-button", has_text=exact(other)).click()
+            local.weights_toggle.value = other
+            assert (figure_part(local.state()) != figure_part(before)
+                    and f"{other} draft weights" in local.readout.value)
             assert wait_until(lambda: not _page_matches(page, local), 30), _page_matches(page, local)
 
         # run live: a measurement on this machine, so its numbers cannot be computed here; the page must add one live

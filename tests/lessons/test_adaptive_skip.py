@@ -5,12 +5,12 @@ from labkit import SkipSet
 from labkit.lessons import adaptive_skip as say
 from labkit.lessons.adaptive_skip import (
     acceptance_sentence,
+    acceptance_sentences,
     changes_sentence,
     lever_sentence,
     overhead_sentence,
     set_changes,
     transfer_sentence,
-    where_each_wins,
     winner_sentence,
 )
 from labkit.measure.comparisons.adaptive import PLAIN
@@ -58,14 +58,15 @@ def test_acceptance_sentence_follows_the_direction():
 
 def test_winner_sentence_names_the_fastest_and_the_target():
     text = winner_sentence(FRAME, "packages", target=1.2, reference="static: searched set")
-    assert "fastest is knapsack at 1.25×" in text and "static: searched set: 1.01×" in text and "meets" in text
+    assert text.startswith("On this machine") and "highest speedup was knapsack's, 1.25×" in text
+    assert "static: searched set: 1.01×" in text and "meets" in text
     slower = FRAME.assign(speedup=FRAME["speedup"].where(FRAME["method"] != "knapsack", 0.9))
     text = winner_sentence(slower, "packages", target=1.2, reference="static: searched set")
-    assert "fastest is static: searched set at 1.01×" in text and "short of the target" in text
+    assert "highest speedup was static: searched set's, 1.01×" in text and "short of the target" in text
     # full mode of 07: with min–max ranges the reference and the target are judged against the noise
     ranged = FRAME.assign(speedup_min=FRAME["speedup"] - 0.05, speedup_max=FRAME["speedup"] + 0.02)
     text = winner_sentence(ranged, "stdlib", target=1.3, reference="knapsack")
-    assert "the fastest by median is static: searched set at 1.30× (1.25–1.32)" in text
+    assert "the highest median was static: searched set's, 1.30× (1.25–1.32)" in text
     assert "(knapsack: 1.10× (1.05–1.12), slower beyond the noise)" in text
     assert "within the noise of the target of 1.3×" in text
     close = ranged.assign(speedup=ranged["speedup"].where(ranged["method"] != "knapsack", 1.28),
@@ -75,21 +76,19 @@ def test_winner_sentence_names_the_fastest_and_the_target():
     assert "short of the target of 1.4× beyond the noise" in winner_sentence(ranged, "stdlib", target=1.4)
 
 
+def test_acceptance_sentences_print_each_distinct_pair_once():
+    twin = pd.concat([FRAME, FRAME[FRAME["method"] == "static: searched set"].assign(method="twin")])
+    lines = acceptance_sentences(twin, ["static: searched set", "twin", "knapsack"])
+    assert len(lines) == 2 and lines[0].startswith("With static: searched set and twin,")
+    assert len(set(lines)) == len(lines)
+
+
 def test_overhead_sentence_checks_the_budget():
     text = overhead_sentence(FRAME, 0.1)
     assert "every strategy stays within the 10 % target" in text
-    assert text.startswith("The time the strategies booked as choosing") and "shows in c and c_v" in text
+    assert text.startswith("On this machine, the time the strategies booked as choosing")
+    assert "shows in c and c_v" in text
     assert "above the 5 % target for knapsack on packages" in overhead_sentence(FRAME, 0.05)
-
-
-def test_where_each_wins_orders_by_speed():
-    lines = where_each_wins(FRAME)                       # no min-max: nothing can be called beyond the noise
-    assert lines[0].startswith("stdlib prompts: static: searched set is fastest (1.30×), but knapsack")
-    assert lines[1].startswith("packages prompts: knapsack is fastest (1.25×)") and "within the noise" in lines[1]
-    spread = FRAME.assign(speedup_min=FRAME["speedup"] - 0.01, speedup_max=FRAME["speedup"] + 0.01)
-    assert "beyond the noise" in where_each_wins(spread)[0]
-    wide = FRAME.assign(speedup_min=FRAME["speedup"] - 0.5, speedup_max=FRAME["speedup"] + 0.5)
-    assert "within the noise" in where_each_wins(wide)[0]
 
 
 def test_set_changes_counts_switches_between_self_drafts():

@@ -23,9 +23,9 @@ def test_summary_is_the_geometric_mean_over_sources():
 
 
 @pytest.mark.parametrize("searched, expected", [
-    ([(1.6, 1.55, 1.65)] * 2, "the search's draft is faster beyond the noise"),
-    ([(1.2, 1.15, 1.25)] * 2, "the hand-made draft is faster beyond the noise"),
-    ([(1.42, 1.3, 1.5)] * 2, "within the noise of each other"),
+    ([(1.6, 1.55, 1.65)] * 2, "on this machine searched is faster beyond the spread over repeats"),
+    ([(1.2, 1.15, 1.25)] * 2, "on this machine hand is faster beyond the spread over repeats"),
+    ([(1.42, 1.3, 1.5)] * 2, "this machine does not tell them apart"),
 ])
 def test_searched_against_handmade(searched, expected):
     summary = draft_search.draft_summary(frame({"searched": searched, "hand": [(1.4, 1.35, 1.45)] * 2}))
@@ -35,15 +35,7 @@ def test_searched_against_handmade(searched, expected):
 def test_objectives_sentence_reports_prediction_and_measurement():
     summary = draft_search.draft_summary(frame({"m": [(0.9, 0.85, 0.95)] * 2, "p": [(1.5, 1.45, 1.55)] * 2}))
     text = draft_search.objectives_sentence(summary, {"m": 1.35, "p": 1.8})
-    assert "m predicted 1.35x, measured 0.90x" in text and "P has the highest measured speedup" in text
-    assert "beyond the spread over repeats" in text
-    close = draft_search.draft_summary(frame({"m": [(1.4, 1.3, 1.5)] * 2, "p": [(1.45, 1.35, 1.55)] * 2}))
-    assert "within the spread over repeats" in draft_search.objectives_sentence(close, {"m": 1.35, "p": 1.8})
-    # full mode of 02: the shipped search (no prediction here) measured faster than both predicted picks
-    more = draft_search.draft_summary(frame({"m": [(0.9, 0.85, 0.95)] * 2, "p": [(1.5, 1.45, 1.55)] * 2,
-                                             "shipped": [(1.6, 1.56, 1.62)] * 2}))
-    text = draft_search.objectives_sentence(more, {"m": 1.35, "p": 1.8})
-    assert "Of these 2 picks, p has the highest measured speedup" in text
+    assert "m predicted 1.35x, measured 0.90x (0.85–0.95)" in text and "p predicted 1.80x, measured 1.50x" in text
 
 
 def test_bo_cost_sentence():
@@ -52,6 +44,8 @@ def test_bo_cost_sentence():
     text = draft_search.bo_cost_sentence(comparison)
     assert "GP has the lowest" in text and "beyond the spread over seeds" in text
     assert "GP's own proposal cost 1.03 s a trial" in text
+    comparison["summary"] = {"baseline_ms_per_token": 4.54}                  # where plain decoding stands
+    assert "0.85x for random search" in draft_search.bo_cost_sentence(comparison)
     comparison["final"]["random"] = [4.28, 4.5, 4.6]
     assert "within the spread over seeds" in draft_search.bo_cost_sentence(comparison)
 
@@ -76,3 +70,79 @@ def test_speedup_dots_figure_draws_the_summary():
     assert (list(dots.error_x.array) == pytest.approx([0.1, 0.1])
             and list(dots.error_x.arrayminus) == pytest.approx([0.1, 0.1]))
     assert fig.layout.xaxis.range[0] == pytest.approx(0.7)                 # starts near the lowest range, not at 0
+
+
+def test_live_sentences_say_this_machine_and_rank_nothing():
+    summary = draft_search.draft_summary(frame({"m": [(0.9, 0.85, 0.95)] * 2, "p": [(1.5, 1.45, 1.55)] * 2}))
+    text = draft_search.objectives_sentence(summary, {"m": 1.35, "p": 1.8})
+    assert text.startswith("On this machine") and "highest" not in text and "ahead" not in text
+
+
+def test_the_search_story_says_it_rediscovered_the_trained_path():
+    """The shipped search's pick for `default` is the trained path with int8 and a static 0.4: against the
+    hand-made draft (same path, int8, static 0.5) its gain is the stop rule, and the sentence says so."""
+    from labkit import DraftConfig, SkipSet
+
+    path = SkipSet(attention=(1, 4, 5, 7), mlp=(1, 3, 5, 6))
+    shipped = DraftConfig(path, "int8", "static", 0.4, 12)
+    handmade = DraftConfig(path, "int8", "static", 0.5, 12)
+    text = draft_search.search_story_sentence(shipped, path, handmade)
+    assert "rediscovered the trained draft path: the same 8 blocks" in text
+    assert "only in the stop rule (static 0.4 vs static 0.5)" in text and "weights" not in text
+    other = DraftConfig(SkipSet(attention=(1, 2), mlp=(1, 3)), "int8", "adaptive", 0.4, 12)
+    moved = draft_search.search_story_sentence(other, path, handmade)
+    assert "sharing 3 of its 4 blocks with the trained draft path" in moved and "in the skip set and the stop" in moved
+    assert "no trained draft path" in draft_search.search_story_sentence(other, None, handmade)
+    assert draft_search.config_differences(shipped, shipped) == []
+    assert "adds nothing" in draft_search.search_story_sentence(handmade, path, handmade)
+
+
+def test_searches_side_by_side_and_the_untrained_search():
+    from labkit import DraftConfig, SkipSet
+
+    path = SkipSet(attention=(1, 4, 5, 7), mlp=(1, 3, 5, 6))
+    rows = {"default": {"config": DraftConfig(path, "int8", "static", 0.4, 12), "trained_path": path, "speedup": 1.45},
+            "plain": {"config": DraftConfig(SkipSet(attention=(1, 2), mlp=(1, 3)), "int8", "adaptive", 0.4, 12),
+                      "trained_path": None, "speedup": 1.10}}
+    table = draft_search.searches_frame(rows)
+    assert list(table.index) == ["default", "plain"] and len(table.columns) <= 8
+    assert table.loc["default", "= trained path"] == "yes" and table.loc["plain", "trained draft path"] == "none"
+    text = draft_search.untrained_search_sentence("plain", rows["plain"]["config"], 1.10, 8, "default", 1.45)
+    assert "skips 4 of 16 blocks" in text and "1.10x" in text and "1.45x for `default`" in text
+    assert len(text.split()) <= 50
+
+
+def reference_02(tmp_path, shipped, hand, plain=(1.10, 1.05, 1.15)):
+    """A group-'02' reference file: the shipped configuration, the hand-made trained path, plain's searched draft."""
+    import json
+
+    def row(method, speedup, source):
+        return {"method": method, "kind": "self-spec", "source": source, "prompts": 3, "tokens": 128,
+                "repetitions": 5, "ms_per_token": [3.0, 2.9, 3.1], "speedup": list(speedup)}
+    rows = [row(m, v, s) for s in ("stdlib", "packages") for m, v in (("shipped configuration", shipped),
+            ("hand-made trained path", hand), ("plain: shipped configuration", plain))]
+    (tmp_path / "02.json").write_text(json.dumps({"group": "02", "rows": rows, "machine": {
+        "cpu_model": "Test CPU", "threads": 1, "load_before": [0.1, 0, 0], "load_after": [0.1, 0, 0]}}))
+    from labkit.lessons.notebook import reference_or_none
+    return reference_or_none("02", tmp_path)
+
+
+def test_reference_search_sentences_compare_from_the_reference_only(tmp_path):
+    tie = draft_search.reference_search_sentences(reference_02(tmp_path, (1.45, 1.4, 1.5), (1.42, 1.38, 1.47)))
+    assert len(tie) == 4 and "within the noise of each other" in tie[0] and "Test CPU" not in tie[0]
+    assert "`plain`'s searched draft there: 1.10x (1.05" in tie[1] and "faster than its plain loop" in tie[1]
+    apart = draft_search.reference_search_sentences(reference_02(tmp_path, (1.6, 1.55, 1.65), (1.3, 1.25, 1.35),
+                                                                 plain=(1.0, 0.95, 1.05)))
+    assert "the shipped configuration is faster beyond the noise" in apart[0]
+    assert "within the noise of its plain loop" in apart[1]
+    assert all("this machine" not in s and len(s.split()) <= 50 for s in apart)
+    assert draft_search.reference_search_sentences(None) == []
+
+
+def test_held_out_checks_put_this_machine_beside_the_reference(tmp_path):
+    ref = reference_02(tmp_path, (1.45, 1.4, 1.5), (1.42, 1.38, 1.47))
+    live = frame({"shipped search": [(1.43, 1.3, 1.5), (0.9, 0.85, 0.95)], "other": [(2.0, 1.9, 2.1)] * 2})
+    lines = draft_search.held_out_checks(live, ref, {"shipped search": "shipped configuration"})
+    assert len(lines) == 2 and all(line.startswith("On this machine shipped search (") for line in lines)
+    assert "agrees within the noise" in lines[0] and "gains less than the reference" in lines[1]
+    assert draft_search.held_out_checks(live, None, {}) == []

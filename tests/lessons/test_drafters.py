@@ -99,7 +99,8 @@ def control(gate: float, random: float, spread: float = 0.02) -> pd.DataFrame:
 
 def test_gate_control_sentences_compare_with_chance_and_no_gate():
     first, _ = lesson.gate_control_sentences(control(1.2, 1.0))
-    assert first.startswith("On stdlib prompts the gate at 0.4 decoded 77% of steps plainly")
+    assert first.startswith("On this machine, on stdlib prompts, the gate at 0.4 decoded 77% of steps plainly")
+    assert all(len(part.split()) <= 50 for part in first.split(". "))
     assert "faster than no gate beyond the noise" in first and "beat chance beyond the noise" in first
     assert "mostly switched speculation off" in first
     first, _ = lesson.gate_control_sentences(control(1.2, 1.21))
@@ -144,8 +145,14 @@ def test_profile_sentences_follow_the_profiles():
                 late_ms_per_token=2.0, early_ms_per_token=2.0, outside_ms_per_token=0.5, ms_per_token=5.5)
     theirs = {**base, "first_layer_tokens": 200, "full_ms_per_token": 4.0, "late_ms_per_token": 0.0,
               "outside_ms_per_token": 1.5, "ms_per_token": 7.5}
-    same, layers, _, verdict = lesson.profile_sentences({"labkit": base, "transformers": theirs})
+    same, layers, costs, verdict = lesson.profile_sentences({"labkit": base, "transformers": theirs})
     assert same.startswith("Both drafted the same tokens") and "(2.0x)" in layers and "labkit is faster" in verdict
+    assert costs.startswith("On this machine") and "the larger gap is verifying" in costs    # 1.0 against 1.0 ms
+    loop = lesson.profile_sentences({"labkit": base, "transformers": {**theirs, "outside_ms_per_token": 2.0}})[2]
+    assert "the larger gap is the decoding loop outside model calls (1.50 ms per token)" in loop
+    loop_even = {**theirs, "outside_ms_per_token": 0.5, "full_ms_per_token": 6.0}
+    assert "the larger gap is verifying (and prefill) (3.00 ms" in lesson.profile_sentences(
+        {"labkit": base, "transformers": loop_even})[2]
     differ = lesson.profile_sentences({"labkit": base, "transformers": {**theirs, "steps": 12, "ms_per_token": 4.0}})
     assert differ[0].startswith("Their drafts differ") and "transformers is faster" in differ[-1]
 
@@ -207,3 +214,5 @@ def test_gate_explorer_moves_its_figure():
     explorer.choice.value = ("o", "p")
     assert explorer.readout.value != text and sum(len(d.x) for d in explorer.figure.data) == 3
     assert not math.isnan(explorer.last_update_ms)
+    assert "below 0.5" not in text                                   # "s": confidence 0.3 accepted, 0.1 and 0.5 not
+    assert lesson._below_chance(0.24).startswith(" (below 0.5") and lesson._below_chance(0.7) == ""

@@ -18,6 +18,9 @@ def test_peak_answer_follows_the_curve():
     assert "peaks at skip ratio 0.250" in falling and "no rise" in falling
     assert "accepted / drafted falls" in falling
     assert "accepted / drafted rises" in pc.peak_answer(make_grid(HUMP, acceptance=lambda i, j: 0.5 + 0.2 * i), S)
+    # 04's grid: 0.92, 0.89, 0.86, 0.88, 0.91 up to the trained ratio, then a cliff (not "falls from 0.92 to 0.20")
+    cliff = pc.peak_answer(make_grid(HUMP, acceptance=lambda i, j: [0.9, 0.88, 0.2][i]), S)
+    assert "stays between 0.88 and 0.90 up to 0.500, then falls to 0.20 at 0.750" in cliff
 
 
 def test_peak_answer_says_when_the_noise_cannot_place_the_peak():
@@ -73,15 +76,27 @@ def test_twin_answer_and_best_found():
     clear = pc.best_found_sentence(make_grid(lambda i, j: 1.0 + 0.1 * i + 0.3 * (i == 2 and j == 2)))
     assert "ahead beyond the noise" in clear
     crowded = pc.best_found_sentence(make_grid(HUMP, noise=0.2))
-    assert "cannot rank it above them" in crowded
+    assert "read it as one of the best settings, not the best" in crowded
 
 
 def test_live_sentence_inside_or_outside_the_grid_range():
     cell = {"speedup": 1.3, "speedup_min": 1.25, "speedup_max": 1.35, "plain_ms_per_token": 5.0}
     live = {"speedup": 1.3, "speedup_min": 1.2, "speedup_max": 1.4, "plain_ms_per_token": 6.0}
-    assert "lies inside" in pc.live_sentence(live, cell) and "behaves here as it did" in pc.live_sentence(live, cell)
-    slow = dict(live, speedup=1.04)
-    assert "lies below" in pc.live_sentence(slow, cell) and "0.80 of its middle" in pc.live_sentence(slow, cell)
+    text = pc.live_sentence(live, cell)
+    assert "agrees with the grid within the noise" in text and "this machine" in text and len(text.split()) <= 50
+    slow = dict(live, speedup=1.04, speedup_min=1.0, speedup_max=1.1)
+    assert "runs the cell slower, beyond both ranges" in pc.live_sentence(slow, cell)
+    fast = dict(live, speedup=1.6, speedup_min=1.5, speedup_max=1.7)
+    assert "runs the cell faster" in pc.live_verdict(fast, cell)
+
+
+def test_a_wide_live_range_says_it_cannot_separate_the_cell():
+    """The playground's "1.16x (0.74-1.59)" beside a grid's 1.43x confirms nothing, and says so."""
+    cell = {"speedup": 1.43, "speedup_min": 1.38, "speedup_max": 1.47, "plain_ms_per_token": 5.0}
+    wide = {"speedup": 1.16, "speedup_min": 0.74, "speedup_max": 1.59, "plain_ms_per_token": 6.0}
+    verdict = pc.live_verdict(wide, cell)
+    assert "too wide to separate the cell from the grid's value" in verdict and "agrees" not in verdict
+    assert "missing" in pc.live_verdict(dict(wide, speedup_min=float("nan")), cell)
 
 
 def test_summary_follows_the_grid():
@@ -114,17 +129,18 @@ def test_weights_sentence_names_the_faster_weights_or_the_noise():
     faster = pc.weights_sentence(make_grid(HUMP, int8=FASTER))
     assert faster.startswith("The fastest cell reads int8 draft weights: 1.82× (min–max 1.80–1.84; skip ratio 0.500")
     assert "vs 1.42× with fp32 (min–max 1.40–1.44), beyond the noise" in faster
-    assert "cut the draft cost c from 0.55 to 0.30 of a plain step" in faster and "streaming from memory" in faster
-    assert "accepted / drafted stays at about the same (" in faster and "token-identical" in faster
+    assert "cut the draft cost c from 0.55 to 0.30 of a plain step" in faster and "matrix products only" in faster
+    assert "streaming" not in faster and "quarter of the bytes" not in faster
+    assert "Accepted / drafted stays at about the same (" in faster and "token-identical" in faster
     assert "with fp32, " in faster and "with int8)" in faster     # both values: the table shows the int8 one
     slower = pc.weights_sentence(make_grid(HUMP, int8=SLOWER))
     assert slower.startswith("The fastest cell reads fp32 draft weights: 1.42×") and "vs 1.12× with int8" in slower
-    assert "raise the draft cost c from 0.55 to 0.70" in slower and "streaming" not in slower
+    assert "raise the draft cost c from 0.55 to 0.70" in slower and "matrix products" not in slower
     tied = pc.weights_sentence(make_grid(HUMP, int8=TIED))
     assert "within the noise of each other" in tied and "reads" not in tied.split(".")[0]
     assert "leave the draft cost c at about 0.55" in tied
     worse = make_grid(HUMP, int8=dict(FASTER, acceptance=lambda i, j: 0.7 - 0.2 * i))
-    assert "accepted / drafted falls from 0.76 to 0.50" in pc.weights_sentence(worse)
+    assert "Accepted / drafted falls from 0.76 to 0.50" in pc.weights_sentence(worse)
     assert "holds fp32 draft weights only" in pc.weights_sentence(make_grid(HUMP))
 
 
@@ -152,7 +168,7 @@ def test_answers_follow_the_selected_draft_weights():
 def test_best_found_and_summary_compare_the_draft_weights():
     assert "draft weights" not in pc.best_found_sentence(make_grid(HUMP)).split(": ", 1)[1].split(")")[1]
     both = pc.best_found_sentence(make_grid(HUMP, int8=FASTER))
-    assert "int8 draft weights, 1.82×" in both and "The fastest cell reads int8 draft weights" in both
+    assert "int8 draft weights. It ran at 1.82×" in both and "The fastest cell reads int8 draft weights" in both
     assert "The fastest cell reads fp32" in pc.best_found_sentence(make_grid(HUMP, int8=SLOWER))
     bullets = pc.summary(make_grid(HUMP, int8=TIED), make_grid(lambda i, j: 0.9, name="plain"), S)
     assert len(bullets) == 5 and "within the noise of each other" in bullets[3] and "never the output" in bullets[3]

@@ -106,3 +106,39 @@ def test_limit_explorer_follows_its_controls():
     assert "cheap" in ex.figure.layout.title.text and "<b>cheap</b>" in ex.readout.value
     assert ex.last_update_ms >= 0
     assert list(ex.figure.data[1].y) == list(ex.figure.data[4].y)    # measured = ideal where c = kept, c_v = 1
+
+
+def anatomy(products, framework, lm_head=0.2, rest=0.6, blocks=16, step=None, hidden=256):
+    parts = dict.fromkeys(lr.PARTS, 0.0)
+    parts.update({"matrix products": products, "framework in the blocks": framework, "LM head": lm_head,
+                  "rest of the forward": rest})
+    total = sum(parts.values())
+    return {"parts": parts, "hooked_ms": total, "step_ms": step or total, "blocks": blocks,
+            "per_block_ms": (products + framework) / blocks, "per_block_arithmetic_ms": products / blocks,
+            "hidden_size": hidden}
+
+
+def test_anatomy_sentences_turn_with_the_share_and_always_say_this_machine():
+    full, draft, int8 = anatomy(0.6, 2.0), anatomy(0.3, 1.0, blocks=8), anatomy(0.2, 1.0, blocks=8)
+    draft["c"], int8["c"] = (0.61, 0.58, 0.66), (0.55, 0.5, 0.6)
+    lines = lr.anatomy_sentences(full, draft, int8)
+    assert len(lines) == 4 and all("this machine" in s and len(s.split()) <= 50 for s in lines)
+    assert "bound by its calls" in lines[0]
+    assert "c ≈ 0.62 is predicted; measured 0.61 (0.58–0.66)" in lines[1]      # (3.4 − 2.6 + 0.5 × 2.6) / 3.4
+    assert "c measured 0.61 (0.58–0.66) in fp32, 0.55 (0.50–0.60) in int8" in lines[2]
+    heavy = anatomy(3.0, 0.5)
+    assert "bound by its arithmetic" in lr.anatomy_sentences(heavy, draft)[0]
+    assert len(lr.anatomy_sentences(full, draft)) == 3              # no int8 line without an int8 breakdown
+    rows = lr.anatomy_table({"full": full, "draft": draft})
+    assert [r["part"] for r in rows][:-1] == list(lr.PARTS) and rows[-1]["full"] == pytest.approx(full["hooked_ms"])
+
+
+def test_operating_point_rows_never_guess_and_the_sentence_turns():
+    rows = lr.operating_point_rows({"c": 0.6, "blocks kept": 0.5}, "lab")
+    by = {r["quantity"]: r for r in rows}
+    assert by["c_v"]["Draft & Verify (Zhang et al. 2023)"] == "not in the lab's notes"
+    assert by["c"]["lab"] == "0.60" and by["speedup"]["lab"] == "awaits the reference run"
+    dear = lr.operating_point_sentence({"c": 0.6, "blocks kept": 0.5})      # 1.20× the fraction kept
+    assert "per-call floor" in dear and len(dear.split()) <= 50
+    assert "no more than the paper pays" in lr.operating_point_sentence({"c": 0.3, "blocks kept": 0.5})
+    assert "waits for its reference run" in lr.operating_point_sentence({"c": None, "blocks kept": 0.5})

@@ -51,17 +51,49 @@ def sweep(over: bool, faster: bool, spread: float = 0.01):
 
 def test_sweep_sentences_follow_the_numbers():
     a = lesson.sweep_sentences(sweep(over=True, faster=False))
-    assert "measured α falls from 0.70" in a[0] and "speedup over plain sampling rises from 0.80" in a[0]
-    assert "within 0.020" in a[1] and "T = 0.5" in a[1]
-    assert "overestimates" in a[2] and "2 of 2" in a[2]
-    assert "below Leviathan's E / (γc + 1) beyond its spread at 2 of 2" in a[3] and "(more than one)" in a[3]
-    assert "differ by more than their repetitions' min–max" in a[0]
-    assert "E / (γc + c_v) is within 0.10 of the measured speedup" in a[3]
+    assert "measured α falls from 0.70" in a[0] and "speedup over plain sampling rises from 0.80" in a[1]
+    assert a[1].startswith("On this machine") and "this machine" not in a[0]
+    assert "within 0.020" in a[2] and "T = 0.5" in a[2]
+    assert "overestimates" in a[3] and "2 of 2" in a[3]
+    assert "below Leviathan's E / (γc + 1) beyond its spread at 2 of 2" in a[4] and "(more than one)" in a[4]
+    assert "differ by more than their repetitions' min–max" in a[1]
+    assert "E / (γc + c_v) is within 0.10 of the measured speedup" in a[4] and "this machine" in a[4]
     b = lesson.sweep_sentences(sweep(over=False, faster=True))
-    assert "underestimates" in b[2] and "0 of 2" in b[2]
-    assert "speedup over plain sampling falls from 1.30" in b[0] and "at 0 of 2" in b[3]
+    assert "underestimates" in b[3] and "0 of 2" in b[3]
+    assert "speedup over plain sampling falls from 1.30" in b[1] and "at 0 of 2" in b[4]
     noisy = lesson.sweep_sentences(sweep(over=True, faster=False, spread=0.2))       # the spreads overlap
-    assert "within the noise" in noisy[0] and "beyond its spread at 0 of 2" in noisy[3]
+    assert "within the noise" in noisy[1] and "beyond its spread at 0 of 2" in noisy[4]
+
+
+def reference_file(tmp_path, spreads):
+    """A reference file with speculative sampling's rows at the given (median, min, max) per temperature."""
+    import json
+
+    rows = [{"method": f"speculative sampling, T={t:g}", "kind": "self-spec", "source": "stdlib", "prompts": 4,
+             "tokens": 128, "repetitions": 5, "ms_per_token": [3.0, 2.9, 3.1], "speedup": list(v),
+             "baseline": f"plain sampling, T={t:g}"} for t, v in spreads.items()]
+    (tmp_path / "summary.json").write_text(json.dumps({
+        "group": "summary", "rows": rows,
+        "machine": {"cpu_model": "Test CPU", "threads": 1, "load_before": [0.1, 0, 0], "load_after": [0.2, 0, 0]}}))
+    return tmp_path
+
+
+def test_reference_sampling_gives_one_answer_per_temperature(tmp_path):
+    """03, 05 and the README read the same rows: speculative sampling against plain sampling, per temperature."""
+    folder = reference_file(tmp_path, {0.7: (1.10, 1.05, 1.15), 1.0: (1.12, 1.08, 1.16)})
+    rows, machine = lesson.reference_sampling(folder=folder)
+    assert set(rows) == {0.7, 1.0} and rows[0.7].speedup.median == pytest.approx(1.10)
+    text = lesson.reference_sampling_sentence(rows, machine)
+    assert "Test CPU" in text and "1.10x (1.05" in text and "within the noise of each other" in text
+    assert "this machine" not in text
+    apart = reference_file(tmp_path, {0.7: (1.10, 1.05, 1.15), 1.0: (0.90, 0.85, 0.95)})
+    found = lesson.reference_sampling(folder=apart)
+    assert "lower at T = 1, beyond the noise" in lesson.reference_sampling_sentence(*found)
+    assert lesson.reference_sampling(folder=tmp_path / "none") == ({}, None)
+    assert "No reference run is committed" in lesson.reference_sampling_sentence({}, None)
+    other = reference_file(tmp_path, {})                                    # a reference run without these rows
+    found = lesson.reference_sampling(folder=other)
+    assert "has no speculative-sampling rows" in lesson.reference_sampling_sentence(*found)
 
 
 def test_rejection_rate_is_power_only_for_a_wrong_rule():

@@ -74,7 +74,8 @@ def test_demo_skip_set_says_where_its_set_came_from(capsys):
         config = Cfg()
 
     skip = tll.demo_skip_set(M(), name="default")
-    assert skip.validate(8) and "skip set for 'default' from" in capsys.readouterr().out
+    said = capsys.readouterr().out
+    assert skip.validate(8) and "skip set for 'default': the trained draft path" in said
 
 
 def test_pick_prompt_leaves_room_for_the_new_tokens(model):

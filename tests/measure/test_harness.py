@@ -115,3 +115,12 @@ def test_jacobi_record_reads_iterations_as_steps():
     assert rec.steps == len(its) and rec.n_new == 15
     assert rec.accepted + rec.steps == 15                       # each iteration: confirmed guesses + 1 token
     assert rec.drafted == sum(it.width - 1 for it in its)
+
+
+def test_json_safe_writes_nan_as_null_everywhere():
+    import json
+    import math
+
+    from labkit.measure.harness import json_safe
+    value = {"a": math.nan, "b": [1.0, math.nan, {"c": (math.nan, 2)}], "d": "x"}
+    assert json.dumps(json_safe(value), allow_nan=False) == '{"a": null, "b": [1.0, null, {"c": [null, 2]}], "d": "x"}'

@@ -232,6 +232,7 @@ def test_corpus_packages_are_checked_before_any_work(tmp_path):
 
     cfg = tiny_config(tmp_path, budget=4 * 32)
     for packages, error, match in (("optuna", ValueError, "outside-prompt package"),
+                                   ("numpy", ValueError, "outside-prompt package"),
                                    ("no_such_package_xyz", ModuleNotFoundError, "no_such_package_xyz")):
         cfg.corpus_packages = packages
         with pytest.raises(error, match=match):

@@ -23,6 +23,8 @@ def test_figures_have_titles_labelled_axes_and_legends():
     _assert_labelled(bov.acquisition_comparison_figure(curves, toy.FORRESTER_F_MIN))
     runs = {"gp": np.array([[5.0, 1.0, 0.5]] * 2), "random": np.array([[5.0, 4.0, 2.0]] * 2)}
     _assert_labelled(bov.sampler_comparison_figure(runs, toy.BRANIN_F_MIN))
+    fig = bov.sampler_comparison_figure(runs, toy.BRANIN_F_MIN)       # the legend under the plot, one entry a curve
+    assert fig.layout.legend.orientation == "h" and sum(bool(t.showlegend is not False) for t in fig.data) == 2
     problem = toy.make_toy_skip_problem(n_layers=4, seed=0)
     rel = {"length_scale": np.linspace(0.1, 10, 8), "damage": problem.damage}
     _assert_labelled(bov.ard_relevance_figure(rel, problem.block_names))

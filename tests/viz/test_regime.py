@@ -55,3 +55,13 @@ def test_calibration_figure():
     fig = vr.calibration_figure({"a": cal, "b": cal})
     assert list(fig.data[0].y) == [1.2, 1.2] and list(fig.data[1].y) == [1.1, 1.1]
     assert list(fig.data[1].error_y.array) == pytest.approx([0.2, 0.2])
+
+
+def test_anatomy_figure_stacks_every_part_per_configuration():
+    from labkit.measure.step_anatomy import PARTS
+
+    parts = dict.fromkeys(PARTS, 0.5)
+    fig = vr.anatomy_figure({"full": {"parts": parts}, "draft": {"parts": {**parts, "norms": 0.1}}})
+    assert [t.name for t in fig.data] == list(PARTS) and fig.layout.barmode == "stack"
+    assert list(fig.data[PARTS.index("norms")].x) == [0.5, 0.1] and list(fig.data[0].y) == ["full", "draft"]
+    assert "this machine" in fig.layout.title.text

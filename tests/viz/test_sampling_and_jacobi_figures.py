@@ -52,6 +52,12 @@ def test_monte_carlo_figure_titles_carry_the_verdicts():
     view = vs.monte_carlo_view(p, rows[1], LABELS)                  # what is drawn: emitted − p, and the noise band
     assert view["deviation"] == pytest.approx([e - q for e, q in zip(view["empirical"], view["p"])])
     assert list(fig.data[3].y) == pytest.approx(view["deviation"]) and all(n >= 0 for n in view["noise"])
+    for i, row in enumerate(rows, start=1):   # an exact rule's bars stay inside half its panel: it does not look wrong
+        top = fig.layout[f"yaxis{i if i > 1 else ''}"].range[1]
+        mine = vs.monte_carlo_view(p, row, LABELS)
+        assert top >= 2 * max(mine["noise"]) and top >= max(abs(d) for d in mine["deviation"])
+        if row["exact"]:
+            assert max(abs(d) for d in mine["deviation"]) <= 0.75 * top
 
 
 def test_tick_labels_are_upright_and_wrapped():
@@ -83,6 +89,7 @@ def test_temperature_figure_marks_the_current_temperature():
     speedup = next(d for d in fig.data if d.name.startswith("speedup, measured"))     # its spread as error bars
     assert list(speedup.error_y.array) == pytest.approx([0.05, 0.1])
     assert list(speedup.error_y.arrayminus) == pytest.approx([0.1, 0.05])
+    assert fig.layout.yaxis2.rangemode == "tozero"          # tokens per step from 0: 2.2 vs 2.5 not a cliff
 
 
 def test_grid_states_follow_the_trace():
@@ -112,11 +119,15 @@ def test_grid_states_follow_the_trace():
 
 def test_comparison_and_histogram_figures():
     frame = pd.DataFrame({"ms_per_token": [5.0, 6.0], "ms_min": [4.8, 5.5], "ms_max": [5.3, 6.4],
-                          "forwards_per_token": [1.0, 0.95], "speedup": [1.0, 5 / 6]},
+                          "forwards_per_token": [1.0, 0.95], "speedup": [1.0, 5 / 6],
+                          "speedup_min": [1.0, 0.80], "speedup_max": [1.0, 0.86]},
                          index=pd.Index(["plain loop", "jacobi, pad"], name="method"))
     fig = vj.decoder_comparison_figure(frame)
     assert list(fig.data[0].x) == [1.0, 0.95] and list(fig.data[1].x) == [1.0, 5 / 6]
-    assert fig.data[1].error_x.array[0] == pytest.approx(5.0 / 4.8 - 1.0)
+    # the error bars are the per-repetition ratios' min–max (what the sentence says); the plain loop has none
+    assert fig.data[1].error_x.array[0] == 0.0 and fig.data[1].error_x.arrayminus[0] == 0.0
+    assert fig.data[1].error_x.array[1] == pytest.approx(0.86 - 5 / 6)
+    assert fig.data[1].error_x.arrayminus[1] == pytest.approx(5 / 6 - 0.80)
     model = tiny_model("llama", n_layers=2, vocab_size=97)
     trace = jacobi_generate(model, torch.tensor([[3, 4, 5]]), 10, block_size=4).trace
     fig = vj.fixed_per_iteration_figure({"jacobi, pad": [trace]})

@@ -51,7 +51,7 @@ from ...core.decoding import speculative_generate
 from ...core.devices import device_name, dtype_name, model_device, model_dtype, resolve_device, resolve_dtype
 from ...core.draft_weights import DRAFT_WEIGHTS
 from ...core.policies import AdaptiveThreshold, StaticThreshold
-from ..harness import Decoder, Runs, Stopwatch, run_interleaved, summarise, timed
+from ..harness import Decoder, Runs, Stopwatch, json_safe, run_interleaved, summarise, timed
 from ..machine import machine_info
 from ..signals.early_exit import CallProfile, hf_early_exit_profile, labkit_early_exit_profile
 from .methods import (
@@ -194,24 +194,13 @@ def trace_overhead(model_name: str = "default", *, n_prompts: int = 4, max_new_t
             "overhead": on / off - 1, "rounds": rounds, "n_prompts": n_prompts, "threads": torch.get_num_threads()}
 
 
-def _json_safe(value):
-    """NaN as JSON null (standard JSON has no NaN; :func:`load_results` reads null back as NaN)."""
-    if isinstance(value, float) and value != value:
-        return None
-    if isinstance(value, dict):
-        return {k: _json_safe(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_json_safe(v) for v in value]
-    return value
-
-
 def write_results(result: dict, out_dir: Path) -> list[Path]:
     """bench.json (NaN written as null) and a CSV per section, in ``out_dir``."""
     import pandas as pd
 
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = [out_dir / "bench.json", out_dir / "bench_greedy.csv", out_dir / "bench_sampling.csv"]
-    paths[0].write_text(json.dumps(_json_safe(result), indent=2))
+    paths[0].write_text(json.dumps(json_safe(result), indent=2))   # load_results reads null as NaN
     pd.DataFrame(result["greedy"]).to_csv(paths[1], index=False)
     pd.DataFrame(result["sampling"]).to_csv(paths[2], index=False)
     if result.get("strategies"):

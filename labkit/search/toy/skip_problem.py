@@ -96,9 +96,8 @@ def make_toy_skip_problem(n_layers: int = 8, seed: int = 0, n_draft: int = 4, fi
 def suggest_skip_mask(trial, n_layers: int) -> list[bool]:
     """2L skip decisions for one Optuna trial, in SkipSet mask order (attn_0..attn_{L-1},
     mlp_0..mlp_{L-1}); each is ``suggest_int(name, 0, 1)``, which GPSampler fits with its own
-    ARD length-scale (Optuna 5 does so for categoricals too). Not ``suggest_categorical``: this lab's
-    first search (2L = 80) cost 5-36 s per trial with it and got stuck proposing 'skip all', and on the
-    toy it did worse (docs/decisions.md).
+    ARD length-scale (Optuna 5 does so for categoricals too). Not ``suggest_categorical``: on the toy
+    it did worse (docs/decisions.md).
     """
     attention = [trial.suggest_int(f"attn_{l}", 0, 1) for l in range(n_layers)]
     mlp = [trial.suggest_int(f"mlp_{l}", 0, 1) for l in range(n_layers)]

@@ -1,0 +1,42 @@
+"""What each reference group measures: the reconciled table's rows on the shipped model, every group's units, and a
+short run of one unit whose greedy rows are token-identical to the plain loop (prompts of one token included)."""
+import pytest
+import torch
+
+from labkit.measure import reference_run as rr
+from labkit.measure.reference import AA, PLAIN, SOURCES, SUMMARY_METHODS
+from labkit.measure.reference_groups import GROUPS, summary_decoders
+
+
+@pytest.fixture(scope="module")
+def ctx():
+    return rr.Context(rr.ReferenceConfig.fast())
+
+
+def test_the_summary_rows_are_the_reconciled_table(ctx):
+    labels = [d.method.label for d in summary_decoders(ctx)]
+    assert labels == list(SUMMARY_METHODS)                    # the shipped model has every drafter the table names
+    units = GROUPS["summary"].units(ctx)
+    greedy = [u for u in units if not u.sampling]
+    assert [u.source for u in greedy] == list(SOURCES)
+    sampled = [u for u in units if u.sampling]
+    assert len(sampled) == 2 * len(SOURCES) and all(u.baseline.startswith("plain sampling, T=") for u in sampled)
+    labels = [d.method.label for d in sampled[0].make()]
+    assert labels == [sampled[0].baseline, sampled[0].baseline.replace("plain", "speculative")]
+
+
+def test_every_group_has_units_with_a_baseline_among_their_decoders(ctx):
+    for name in ("02", "06", "09", "11"):                      # 07 measures block importance, 10 builds cascades
+        for unit in GROUPS[name].units(ctx):
+            labels = [d.method.label for d in unit.make()]
+            assert unit.baseline in labels and len(labels) == len(set(labels)) >= 2, (name, unit.key, labels)
+
+
+def test_a_short_unit_runs_token_identical_to_the_plain_loop(ctx):
+    group = GROUPS["11"]
+    unit = group.units(ctx)[0]
+    prompts = ctx.prompt_ids("stdlib", 1) + [torch.tensor([[ctx.tokenizer()("def")["input_ids"][0]]])]
+    ctx._cache["prompts:stdlib:2"] = prompts
+    rows = rr._unit_rows(ctx, group, unit)
+    assert [r.method for r in rows][0] == PLAIN and all(r.identical for r in rows)
+    assert all(r.repetitions == 5 and r.tokens == 32 for r in rows) and AA not in [r.method for r in rows]
