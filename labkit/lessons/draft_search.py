@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import statistics
 
-from ..measure.reference import Spread, live_vs_reference
+from ..measure.reference.loader import Spread, live_vs_reference
 from .claims import join, num, overlaps, who_wins
 
 __all__ = ["draft_summary", "searched_vs_handmade_sentence", "objectives_sentence", "bo_cost_sentence",
@@ -177,7 +177,7 @@ def reference_search_sentences(reference, sources=("stdlib", "packages")) -> lis
 
 def held_out_checks(frame, reference, labels: dict[str, str]) -> list[str]:
     """The held-out live rows of this machine beside their reference rows ({live label: reference label}), one
-    line per source and draft (:func:`labkit.measure.reference.live_vs_reference`: 'this machine' agrees within
+    line per source and draft (:func:`labkit.measure.reference.loader.live_vs_reference`: 'this machine' agrees within
     the noise or not, never a ranking)."""
     if reference is None:
         return []

@@ -2,9 +2,10 @@
 run shown only as a check against them.
 
 A live FAST run (a few prompts, a few dozen tokens) names winners that flip between runs; the reference runs
-(:mod:`labkit.measure.reference`: quiet, at least 5 interleaved repetitions, the machine recorded) do not. So every
-comparative sentence here reads a :class:`~labkit.measure.reference.Reference`, and a live row appears only beside
-its reference row, in a line that says "this machine" (:func:`~labkit.measure.reference.live_vs_reference`).
+(:mod:`~labkit.measure.reference.loader`: quiet, at least 5 interleaved repetitions, the machine recorded) do not.
+So every comparative sentence here reads a :class:`~labkit.measure.reference.loader.Reference`, and a live row
+appears only beside its reference row, in a line that says "this machine"
+(:func:`~labkit.measure.reference.loader.live_vs_reference`).
 
 - :func:`reference_sentences`: the fastest drafter on each prompt kind and who is within the noise of it
   (:func:`labkit.lessons.reference_claims.fastest_on`), what prompt lookup adds in front of the shipped draft on
@@ -16,7 +17,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ..measure.reference import AA, SOURCES, Reference, Spread, aa_sentence
+from ..measure.reference.loader import AA, SOURCES, Reference, Spread, aa_sentence
 from .reference_claims import group_sentences, live_beside_reference
 
 __all__ = ["LIVE_TO_REFERENCE", "reference_sentences", "live_checks", "lookup_gain_sentence"]
@@ -47,7 +48,8 @@ def lookup_gain_sentence(reference: Reference, sources, group: str = "summary",
 def reference_sentences(reference: Reference | None, sources=None, group: str = "summary") -> list[str]:
     """09's "which one when", from the reference run only: the fastest per prompt kind (and who ties it), what
     lookup adds, and the noise floor of the reference run (its A/A pair, when it has one). ``sources``: None, every
-    prompt kind the run measured (in :data:`~labkit.measure.reference.SOURCES`' order). ``reference`` None (no run
+    prompt kind the run measured (in :data:`~labkit.measure.reference.loader.SOURCES`' order). ``reference`` None
+    (no run
     committed yet): one line saying so and which command writes it."""
     out = group_sentences(reference, group, sources)
     measured = {r.source for r in reference.select(group)} if reference is not None else set()

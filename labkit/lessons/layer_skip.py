@@ -16,7 +16,7 @@ import numpy as np
 from ..artifacts.prompts import repeated_share
 from ..core.skip import SkipSet
 from ..measure.costs.analytic import expected_tokens_per_step, predict
-from .claims import compare, join, who_wins
+from .claims import compare, join
 
 __all__ = ["block_parameters", "cost_sentence", "pooling_sentence", "verify_sentence", "single_block_sentence",
            "redundancy_sentence", "path_ends_sentence", "search_history_sentence", "search_vs_greedy_sentence",

@@ -20,7 +20,7 @@ from ..artifacts.arguments import command_parser
 from ..artifacts.models import SHIPPED_MODELS
 from ..artifacts.paths import BUILD_DIR, MODELS_DIR, NOTEBOOK_DIR, SEARCH_DIR
 from ..measure.machine import cpu_model
-from ..measure.reference import AA, aa_sentence, load_reference
+from ..measure.reference.loader import AA, aa_sentence, load_reference
 
 __all__ = ["record_metrics", "display_table", "execute_notebook", "notebook_paths", "versions", "where_things_are",
            "export_html", "remote_scripts", "main"]
@@ -62,7 +62,7 @@ def display_table(frame: pd.DataFrame, spec: str = ".3f", missing: str = "–") 
 
 
 def reference_or_none(name: str, folder=None):
-    """The committed reference group ``name`` (:func:`labkit.measure.reference.load_reference`), or None when no
+    """The committed reference group ``name`` (:func:`labkit.measure.reference.loader.load_reference`), or None when no
     reference run is committed yet: the notebook then says so instead of comparing live numbers."""
     try:
         return load_reference(name, folder)

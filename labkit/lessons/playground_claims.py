@@ -14,8 +14,8 @@ from dataclasses import replace
 import numpy as np
 
 from ..measure.bench.results import is_number, upgrade_row
-from ..measure.grid.results import PlaygroundGrid, regenerate_command, Setting
-from .claims import direction, is_missing, join, num, overlaps, peak, trend, versus_range
+from ..measure.grid.results import PlaygroundGrid, Setting, regenerate_command
+from .claims import direction, is_missing, join, num, overlaps, peak, trend
 
 __all__ = ["guiding_answers", "peak_answer", "threshold_answer", "threshold_ties", "twin_answer", "peak_ratios",
            "best_found_sentence", "live_sentence", "live_verdict", "verify_cost_sentence", "weights_sentence",

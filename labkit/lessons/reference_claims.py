@@ -2,14 +2,14 @@
 
 Notebooks 06, 07, 09 and 10 compare methods; a short live run cannot rank them (its winners flip from run to run),
 so the ranking comes from the reference run of the notebook's group (``data/reference/<group>.json``,
-:mod:`labkit.measure.reference`) and the live rows appear only as "this machine" checks:
+:mod:`labkit.measure.reference.loader`) and the live rows appear only as "this machine" checks:
 
 - :func:`fastest_on`: the fastest row of a group on one prompt kind by median, and every row within the noise of
   it (overlapping min–max ranges), under 50 words;
 - :func:`group_sentences`: that sentence for every prompt kind the group measured, or one line saying no reference
   run is committed (:data:`NO_REFERENCE`);
 - :func:`live_beside_reference`: each live row whose label the reference also measured, in one
-  :func:`~labkit.measure.reference.live_vs_reference` line; :func:`live_spreads` reads those rows from a harness
+  :func:`~labkit.measure.reference.loader.live_vs_reference` line; :func:`live_spreads` reads those rows from a harness
   frame or row list.
 """
 from __future__ import annotations
@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 
-from ..measure.reference import AA, PLAIN, SOURCES, Reference, Spread, live_vs_reference
+from ..measure.reference.loader import AA, PLAIN, SOURCES, Reference, Spread, live_vs_reference
 
 __all__ = ["NO_REFERENCE", "fastest_on", "group_sentences", "live_beside_reference", "live_spreads"]
 
@@ -49,7 +49,7 @@ def fastest_on(reference: Reference, source: str = "stdlib", group: str = "summa
 
 def group_sentences(reference: Reference | None, group: str, sources=None) -> list[str]:
     """:func:`fastest_on` for every prompt kind ``group`` measured (``sources``: None, all of them in
-    :data:`~labkit.measure.reference.SOURCES`' order); :data:`NO_REFERENCE` without a reference."""
+    :data:`~labkit.measure.reference.loader.SOURCES`' order); :data:`NO_REFERENCE` without a reference."""
     if reference is None:
         return [NO_REFERENCE]
     measured = {r.source for r in reference.select(group)}

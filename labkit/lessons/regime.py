@@ -18,9 +18,8 @@ import time
 from collections.abc import Mapping, Sequence
 
 from ..measure.costs.analytic import best_limit, interpolate_cv
-from ..measure.costs.roofline import best_limit, interpolate_cv
-from ..measure.reference import load_reference
-from ..measure.step_anatomy import ARITHMETIC, crossover_width, int8_bound, PARTS, predicted_c
+from ..measure.costs.step_anatomy import ARITHMETIC, PARTS, crossover_width, int8_bound, predicted_c
+from ..measure.reference.loader import load_reference
 from ..viz.regime import limit_gamma_data, limit_gamma_figure
 from ..viz.widgets import as_widget, update_widget
 from .claims import is_missing, join, num
@@ -281,7 +280,7 @@ class LimitExplorer:
         display(self.widget)
 
 
-# -- one step taken apart (labkit.measure.step_anatomy), and the paper's operating point beside the lab's -------------
+# -- one step taken apart (labkit.measure.costs.step_anatomy), and the paper's operating point beside the lab's ---
 def _arithmetic(anatomy: dict) -> float:
     return sum(anatomy["parts"][p] for p in ARITHMETIC)
 

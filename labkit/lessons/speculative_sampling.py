@@ -11,9 +11,9 @@ import math
 
 import torch
 
-from ..measure.comparisons.speculative_sampling import monte_carlo, RULES, SampledPosition
+from ..measure.comparisons.speculative_sampling import RULES, SampledPosition, monte_carlo
 from ..measure.costs.analytic import expected_tokens_per_step
-from ..measure.reference import SAMPLING_METHODS
+from ..measure.reference.loader import SAMPLING_METHODS
 from ..viz.sampling import (
     CURRENT_T,
     distribution_title,

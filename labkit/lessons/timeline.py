@@ -14,7 +14,7 @@ from ..core.decoding import autoregressive_generate, speculative_generate
 from ..core.policies import AdaptiveThreshold
 from ..core.skip import SkipSet
 from ..measure.harness import Decoder, Method, frame, run_interleaved, summarise
-from ..measure.reference import Spread, live_vs_reference
+from ..measure.reference.loader import Spread, live_vs_reference
 from ..viz.timeline import HIGHLIGHT_NAME, as_trace, highlight_shape, step_times, timeline_figure
 from ..viz.trace import step_html
 from .stepper import live_figure, step_controls, stepper_box
@@ -164,7 +164,7 @@ def _versus(rows, a: str, b: str) -> str:
 def sampling_speed_line(rows, sampled: str, plain_sampled: str, reference=None, machine=None) -> str:
     """Speculative sampling against plain *sampling* at the same temperature (never against the greedy loop), as
     measured on this machine (:func:`measure_once`'s rows); beside its reference row when given
-    (:func:`labkit.measure.reference.live_vs_reference`), which alone may compare."""
+    (:func:`labkit.measure.reference.loader.live_vs_reference`), which alone may compare."""
     r = rows.loc[sampled]
     if reference is None:
         return (f"On this machine {sampled} ran at {r['speedup']:.2f}x plain sampling at the same temperature "

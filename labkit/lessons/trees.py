@@ -13,9 +13,9 @@ from __future__ import annotations
 from ..core.tree import children
 from ..viz.style import FIGURE_WIDTH, token_labels
 from ..viz.trees import STATUSES, mask_ticks, n_stages, tree_edges, tree_layout, tree_step_figure, tree_view
-from ..viz.widgets import as_widget, update_widget
-from .claims import compare, num, overlaps, who_wins
-from .stepper import live_figure, SliderLook, step_controls, stepper_box
+from ..viz.widgets import update_widget
+from .claims import compare, num, overlaps
+from .stepper import SliderLook, live_figure, step_controls, stepper_box
 
 __all__ = ["TreeStepper", "left_top1", "pick_steps", "off_top1_sentence", "cheap_up_to", "width_sentence",
            "spec_rows", "shapes_sentence", "trade_sentence", "unsure_sentence"]

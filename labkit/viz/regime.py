@@ -212,7 +212,7 @@ def calibration_figure(calibrations: Mapping[str, object]) -> go.Figure:
     return fig
 
 
-#: The colour of each part of a step (labkit.measure.step_anatomy.PARTS): arithmetic in greens and blues, per-call
+#: The colour of each part of a step (labkit.measure.costs.step_anatomy.PARTS): arithmetic in greens and blues, per-call
 #: work in greys.
 _PART_COLORS = {"matrix products": "#2ca25f", "attention kernel": "#1f78b4", "cache updates": "#a6cee3",
                 "LM head": "#6a3d9a", "framework in the blocks": "#7f7f7f", "norms": "#bdbdbd",

@@ -6,7 +6,7 @@ import pandas as pd
 
 from labkit.lessons import drafter_choice as dc
 from labkit.lessons import reference_claims as rc
-from labkit.measure.reference import AA, PLAIN, Machine, Reference, ReferenceRow, Spread
+from labkit.measure.reference.loader import AA, PLAIN, Machine, Reference, ReferenceRow, Spread
 
 MACHINE = Machine("Test CPU", 1, {}, (0.1, 0.1, 0.1), (0.1, 0.1, 0.1), "2026-11-28", False)
 

@@ -3,7 +3,7 @@ reference run; live rows appear only beside a reference row of the same label, i
 verdict turns with the live range (inside and outside the reference's noise). The fastest-row sentence's own
 turns are tested with 09's use of it (tests/lessons/test_drafter_choice.py)."""
 from labkit.lessons import reference_claims as rc
-from labkit.measure.reference import PLAIN, Machine, Reference, ReferenceRow, Spread
+from labkit.measure.reference.loader import PLAIN, Machine, Reference, ReferenceRow, Spread
 
 MACHINE = Machine("Test CPU", 1, {}, (0.1, 0.1, 0.1), (0.1, 0.1, 0.1), "2026-11-28", False)
 

@@ -45,7 +45,7 @@ def test_sampling_sentence_explains_the_slowdown_or_not():
 def test_sampling_speed_is_against_plain_sampling_and_beside_the_reference():
     """03 once measured speculative sampling against the plain *greedy* loop (0.750x): the line names plain
     sampling, says "this machine", and with a reference row agrees or not within the noise (never ranks)."""
-    from labkit.measure.reference import Spread
+    from labkit.measure.reference.loader import Spread
 
     rows = rows_of({"plain loop": (5, 4.9, 5.1), "sampled": (6, 5.8, 6.2), "plain sampling T=0.7": (7.2, 7.0, 7.4)})
     rows.loc["sampled", ["speedup", "speedup_min", "speedup_max"]] = [1.2, 1.13, 1.28]   # measure_once's swap

@@ -58,7 +58,7 @@ def test_calibration_figure():
 
 
 def test_anatomy_figure_stacks_every_part_per_configuration():
-    from labkit.measure.step_anatomy import PARTS
+    from labkit.measure.costs.step_anatomy import PARTS
 
     parts = dict.fromkeys(PARTS, 0.5)
     fig = vr.anatomy_figure({"full": {"parts": parts}, "draft": {"parts": {**parts, "norms": 0.1}}})

@@ -5,8 +5,8 @@ import json
 import pytest
 
 from labkit.artifacts.paths import REPO
-from labkit.measure.reference import load_reference
-from labkit.measure.reference_tables import (
+from labkit.measure.reference.loader import load_reference
+from labkit.measure.reference.tables import (
     BEGIN,
     DRAFTERS,
     END,
@@ -33,7 +33,7 @@ def test_the_committed_speed_tables_are_the_committed_reference_file():
     for name in SPEED_TABLE_FILES:
         text = (REPO / name).read_text()
         assert block in text, f"{name}: the speed table is not what data/reference/summary.json gives; run " \
-                              "python -m labkit reference (or labkit.measure.reference_tables.write_speed_tables)"
+                              "python -m labkit reference (or labkit.measure.reference.tables.write_speed_tables)"
 
 
 @pytest.fixture

@@ -5,7 +5,7 @@ A group answers the questions of one place in the lab (``summary``: the reconcil
 state in words). It is a list of :class:`Unit`: one interleaved run (:func:`labkit.measure.harness.run_interleaved`)
 of fresh decoders on one prompt source, each decoder under a fixed label (the row's ``method``), the speedups against
 the unit's ``baseline`` (the plain loop, or plain *sampling* at the same temperature). A unit is what
-:mod:`labkit.measure.reference_run` writes at once, so a stopped run resumes at the next unit.
+:mod:`labkit.measure.reference.run` writes at once, so a stopped run resumes at the next unit.
 
 Stop rules are made once per unit and carried across its prompts and repetitions, as Draft & Verify's evaluation
 carries its adaptive threshold.
@@ -15,13 +15,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from ..artifacts.results import trained_draft_path
-from ..core.decoding import speculative_generate
-from ..core.draft_config import DraftConfig
-from ..core.gate import TargetConfidenceGate
-from ..core.policies import AdaptiveThreshold, StaticThreshold
-from .adaptive import strategy_methods
-from .bench_methods import (
+from ...artifacts.results import trained_draft_path
+from ...core.decoding import speculative_generate
+from ...core.draft_config import DraftConfig
+from ...core.gate import TargetConfidenceGate
+from ...core.policies import AdaptiveThreshold, StaticThreshold
+from ..bench.methods import (
     BenchConfig,
     cascade_methods,
     draft_head_methods,
@@ -33,9 +32,10 @@ from .bench_methods import (
     shipped_draft,
     tree_methods,
 )
-from .cascades import aggressive_level, cascade_decoders, cascade_makers
-from .harness import Decoder, Method
-from .reference import AA, PLAIN, SOURCES
+from ..comparisons.adaptive import strategy_methods
+from ..comparisons.cascades import aggressive_level, cascade_decoders, cascade_makers
+from ..harness import Decoder, Method
+from .loader import AA, PLAIN, SOURCES
 
 __all__ = ["Unit", "Group", "GROUPS", "group_names", "BEST_TREE", "BEST_CASCADE", "GATE"]
 
@@ -109,7 +109,7 @@ def _separate_model(ctx) -> list[Decoder]:
 
 
 def summary_decoders(ctx) -> list[Decoder]:
-    """The reconciled table's greedy rows (:data:`labkit.measure.reference.SUMMARY_METHODS`)."""
+    """The reconciled table's greedy rows (:data:`labkit.measure.reference.loader.SUMMARY_METHODS`)."""
     model, name, shipped = ctx.model(), ctx.name, ctx.shipped()
     bench = BenchConfig(models=(name,), draft_weights=("int8",), heads=(("chain", 0.3),), trees=(BEST_TREE,),
                         cascades=(BEST_CASCADE,))
@@ -209,7 +209,8 @@ def _drafter_decoders(ctx) -> list[Decoder]:
 
 
 def _tree_decoders(ctx) -> list[Decoder]:
-    """10: the chain, each benchmark tree and each cascade of :func:`labkit.measure.comparisons.cascades.cascade_makers`."""
+    """10: the chain, each benchmark tree and each cascade of
+    :func:`labkit.measure.comparisons.cascades.cascade_makers`."""
     model, shipped = ctx.model(), ctx.shipped()
     makers = cascade_makers(shipped, aggressive_level(shipped, model.config.num_hidden_layers))
     cascades = cascade_decoders(model, shipped, makers)        # plain loop, chain, cascades

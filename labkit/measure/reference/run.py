@@ -6,7 +6,7 @@
     python -m labkit reference --fast              # 2 prompts x 32 tokens: a minute or two, for a first file
     python -m labkit reference --force             # measure again what is already there
 
-Every group (:mod:`labkit.measure.reference_groups`) is a list of units; each unit is one interleaved run of the
+Every group (:mod:`labkit.measure.reference.groups`) is a list of units; each unit is one interleaved run of the
 harness (:func:`labkit.measure.harness.run_interleaved`: every decoder once in turn per prompt and repetition, the
 order reversed on odd repetitions, one untimed warm-up call each), at least 5 repetitions, greedy rows checked
 token-identical to the plain loop. A finished unit is written at once to ``<out>/<group>.json`` (the rows so far,
@@ -33,15 +33,15 @@ import torch
 import transformers
 from tqdm.auto import tqdm
 
-from ..artifacts.models import load_model, model_folder
-from ..artifacts.prompts import benchmark_prompts, source_info
-from ..core.checks import check_int
-from .bench_methods import shipped_draft
-from .harness import Stopwatch, run_interleaved, summarise
-from .machine import machine_info
-from .reference import REFERENCE_DIR, ReferenceRow, load_reference, row_from_summary
-from .reference_groups import GROUPS, Group, Unit
-from .reference_tables import write_speed_tables
+from ...artifacts.models import load_model, model_folder
+from ...artifacts.prompts import benchmark_prompts, source_info
+from ...core.checks import check_int
+from ..bench.methods import shipped_draft
+from ..harness import Stopwatch, run_interleaved, summarise
+from ..machine import machine_info
+from .groups import GROUPS, Group, Unit
+from .loader import REFERENCE_DIR, ReferenceRow, load_reference, row_from_summary
+from .tables import write_speed_tables
 
 __all__ = ["ReferenceConfig", "Context", "run_group", "run_reference", "estimate_seconds", "machine_record",
            "format_group", "main"]
@@ -132,7 +132,7 @@ class Context:
 
 
 def machine_record(threads: int, load_before: tuple, load_after: tuple) -> dict:
-    """The machine of a reference file (:class:`labkit.measure.reference.Machine`'s fields): contended when the
+    """The machine of a reference file (:class:`labkit.measure.reference.loader.Machine`'s fields): contended when the
     1-minute load average was above 0.5 before the run, or above the run's own threads + 0.75 after it."""
     info = machine_info()
     return {"cpu_model": info.get("cpu_model") or info.get("processor", ""), "threads": threads,
@@ -249,7 +249,7 @@ def _num(value: float) -> str:
 
 
 def run_reference(config: ReferenceConfig, only: tuple[str, ...] = (), *, progress: bool = True) -> list[Path]:
-    """Every group (or those named in ``only``), in :data:`~labkit.measure.reference_groups.GROUPS` order."""
+    """Every group (or those named in ``only``), in :data:`~labkit.measure.reference.groups.GROUPS` order."""
     unknown = [name for name in only if name not in GROUPS]
     if unknown:
         raise ValueError(f"only: unknown reference group(s) {unknown}; the groups are {list(GROUPS)}")

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from labkit.measure.harness import Decoder, Method
-from labkit.measure.reference import (
+from labkit.measure.reference.loader import (
     AAResult,
     Machine,
     ReferenceRow,

@@ -6,7 +6,7 @@ its reference row by :func:`live_vs_reference`, whose line always contains "this
 this machine agrees with the reference within the noise. :func:`aa_pair` measures one configuration twice,
 interleaved, so a reader sees what "within the noise" means here (the noise floor).
 
-A reference file ``data/reference/<group>.json`` (written by :mod:`labkit.measure.reference_run`,
+A reference file ``data/reference/<group>.json`` (written by :mod:`labkit.measure.reference.run`,
 ``python -m labkit reference``) holds ``{"group", "machine", "plan", "rows": [...]}``; each row is a
 :class:`ReferenceRow`'s fields, spreads as ``[median, min, max]``.
 """
@@ -18,8 +18,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from ..artifacts.paths import DATA_DIR
-from .harness import Decoder, Method, json_safe, run_interleaved, summarise
+from ...artifacts.paths import DATA_DIR
+from ..harness import Decoder, Method, json_safe, run_interleaved, summarise
 
 __all__ = ["REFERENCE_DIR", "SOURCES", "PLAIN", "AA", "SUMMARY_METHODS", "SAMPLING_METHODS", "Spread",
            "ReferenceRow", "Machine", "Reference", "load_reference", "verdict", "live_vs_reference",

@@ -4,10 +4,10 @@ import json
 import pytest
 import torch
 
-from labkit.measure import reference_run as rr
 from labkit.measure.harness import Decoder, Method
-from labkit.measure.reference import PLAIN, load_reference
-from labkit.measure.reference_groups import GROUPS, Group, Unit
+from labkit.measure.reference import run as rr
+from labkit.measure.reference.groups import GROUPS, Group, Unit
+from labkit.measure.reference.loader import PLAIN, load_reference
 
 
 def _fake(label, kind="plain"):

@@ -3,9 +3,9 @@ short run of one unit whose greedy rows are token-identical to the plain loop (p
 import pytest
 import torch
 
-from labkit.measure import reference_run as rr
-from labkit.measure.reference import AA, PLAIN, SOURCES, SUMMARY_METHODS
-from labkit.measure.reference_groups import GROUPS, summary_decoders
+from labkit.measure.reference import run as rr
+from labkit.measure.reference.groups import GROUPS, summary_decoders
+from labkit.measure.reference.loader import AA, PLAIN, SOURCES, SUMMARY_METHODS
 
 
 @pytest.fixture(scope="module")

@@ -36,12 +36,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..core.cache import crop_to
-from ..core.checks import check_int
-from ..core.devices import clock, model_device
-from ..core.forward import forward_tokens
-from ..core.skip import SkipSet, decoder_layers, skipping
-from .harness import interleaved_ms, ratio_spread
+from ...core.cache import crop_to
+from ...core.checks import check_int
+from ...core.devices import clock, model_device
+from ...core.forward import forward_tokens
+from ...core.skip import SkipSet, decoder_layers, skipping
+from ..harness import interleaved_ms, ratio_spread
 from .roofline import CachedForwards, inner_for
 
 __all__ = ["PARTS", "ARITHMETIC", "AnatomyConfig", "step_anatomy", "predicted_c", "int8_bound", "crossover_width"]

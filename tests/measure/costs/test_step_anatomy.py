@@ -1,4 +1,4 @@
-"""labkit.measure.step_anatomy on tiny models: the parts of a step add up to the hooked forward, a skip set takes its
+"""measure.costs.step_anatomy on tiny models: the parts of a step add up to the hooked forward, a skip set takes its
 blocks (and only those) out, int8 draft weights and skips leave the model as it was, and the three read-outs
 (predicted c, the int8 bound, the crossover width) follow their formulas and refuse bad input."""
 import math
@@ -8,7 +8,7 @@ import torch
 
 from labkit.core.draft_weights import draft_weights
 from labkit.core.skip import SkipSet
-from labkit.measure import step_anatomy as sa
+from labkit.measure.costs import step_anatomy as sa
 
 from tiny_models import ARCHITECTURES, tiny_model
 

@@ -14,13 +14,13 @@ import json
 import math
 from pathlib import Path
 
-from ..artifacts.paths import BENCH_DIR, REPO
-from .reference import AA, PLAIN, SAMPLING_METHODS, SOURCES, SUMMARY_METHODS, Reference, Spread, verdict
+from ...artifacts.paths import BENCH_DIR, REPO
+from .loader import AA, PLAIN, SAMPLING_METHODS, SOURCES, SUMMARY_METHODS, Reference, Spread, verdict
 
 __all__ = ["BEGIN", "END", "SPEED_TABLE_FILES", "speed_table", "speed_block", "replace_block", "write_speed_tables",
            "DEVICE_BENCH", "DRAFTERS", "REGIMES", "decision_table", "format_decision_table", "best_rows"]
 
-BEGIN = "<!-- speed table: generated from data/reference/summary.json by labkit.measure.reference_tables -->"
+BEGIN = "<!-- speed table: generated from data/reference/summary.json by labkit.measure.reference.tables -->"
 END = "<!-- end of the generated speed table -->"
 #: the files that hold the speed table (relative to the repository)
 SPEED_TABLE_FILES = ("README.md", "docs/summary.md")
@@ -36,7 +36,7 @@ def _cell(spread: Spread) -> str:
 
 
 def speed_table(ref: Reference, sources: tuple[str, ...] = SOURCES) -> str:
-    """The reconciled table as Markdown: a row per drafter (:data:`~labkit.measure.reference.SUMMARY_METHODS`, then
+    """The reconciled table as Markdown: a row per drafter (:data:`~.loader.SUMMARY_METHODS`, then
     speculative sampling at each temperature), a column per prompt kind, speedup (min–max over repetitions)."""
     rows = ref.select("summary")
     present = [s for s in sources if any(r.source == s for r in rows)]
