@@ -23,7 +23,7 @@ PROG = "python -m labkit"
 NO_CUDA = f"no CUDA device on this machine (torch {torch.__version__}); use 'cpu' or 'auto'"
 FOLDER_NAME = "must be a folder name (letters, digits, '_', '.', '-'; not empty, no '/')"
 NOT_A_MODEL = "is neither a shipped model (default, plain, draft) nor a Hugging Face model folder"
-SOURCES = "must be one of stdlib, packages, stdlib-long, packages-long or an existing .txt/.jsonl prompt file"
+SOURCES = "must be one of stdlib, packages, stdlib-long, packages-long, stubs or an existing .txt/.jsonl prompt file"
 DTYPES = "dtype must be one of fp32, float32, bf16, bfloat16, fp16, float16, half (or a torch.dtype)"
 CUDA_HERE = torch.cuda.is_available()
 
@@ -40,7 +40,7 @@ BAD_CALLS = {
         (["--draft-skip-prob", "1.5"], "--draft-skip-prob must be a number in [0.0, 1.0], got 1.5"),
         (["--work-dir", "notes.md"], "argument --work-dir: 'notes.md' is there and is not a folder"),
         (["--corpus-packages", "optuna"], "--corpus-packages: 'optuna' is an outside-prompt package (labkit.artifacts"
-                                          ".prompts.OUTSIDE_PACKAGES); it stays out of training so its prompts stay "
+                                          ".prompts.STUB_PACKAGES); it stays out of training so its prompts stay "
                                           "outside"),
     ],
     "train-draft-head": [
@@ -79,7 +79,7 @@ BAD_CALLS = {
     ],
     "search": [
         (["--sources", "wikipedia"], "argument --sources: invalid choice: 'wikipedia' (choose from 'stdlib', "
-                                     "'packages', 'stdlib-long', 'packages-long')"),
+                                     "'packages', 'stdlib-long', 'packages-long', 'stubs')"),
         (["--sources", "stdlib"], "--sources is not read by the modelled objective (only by priced: --objective "
                                   "priced)"),
         (["--policy", "fixed:2"], "--policy is not read by the modelled objective (only by measured: --objective "
@@ -111,6 +111,13 @@ BAD_CALLS = {
         (["--strategy-sources", "wikipedia"], f"argument --strategy-sources: {SOURCES}, got 'wikipedia'"),
         (["--out", "notes.md"], "argument --out: 'notes.md' is there and is not a folder"),
         *([] if CUDA_HERE else [(["--device", "cuda", "--debug"], f"argument --device: device='cuda': {NO_CUDA}")]),
+    ],
+    "reference": [
+        (["--only", "nope"], "argument --only: groups must be among summary, 02, 06, 07, 09, 10, 11, got 'nope'"),
+        (["--sources", "wikipedia"], "argument --sources: sources must be among stdlib, packages, stdlib-long, "
+                                     "packages-long, stubs, got 'wikipedia'"),
+        (["--out", "notes.md"], "argument --out: 'notes.md' is there and is not a folder"),
+        (["--model", "nope"], f"argument --model: 'nope' {NOT_A_MODEL} (nope is no folder here)"),
     ],
     "device-bench": [
         (["--device", "tpu"], "argument --device: device must be 'cpu', 'cuda', 'cuda:N', 'mps' or 'auto', got 'tpu'"),
@@ -188,7 +195,8 @@ def test_every_bad_call_ends_in_one_line_with_status_2_and_writes_nothing(tmp_pa
                  marks=pytest.mark.skipif(CUDA_HERE, reason="this machine has a CUDA device")),
     (["train", "--name", ""], f"train: error: argument --name: {FOLDER_NAME}, got ''"),
     (["search", "--sources", "wikipedia"], "search: error: argument --sources: invalid choice: 'wikipedia' (choose "
-                                           "from 'stdlib', 'packages', 'stdlib-long', 'packages-long')"),
+                                           "from 'stdlib', 'packages', 'stdlib-long', 'packages-long', "
+                                           "'stubs')"),
 ], ids=lambda value: value[0] if isinstance(value, list) else None)
 def test_the_issues_cases_as_typed_in_a_shell(args, line, tmp_path):
     before = snapshot(ROOT / "data")

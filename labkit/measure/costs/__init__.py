@@ -3,4 +3,5 @@
 the tokens verified), ``tree_costs`` (c_v against tree nodes, tree shapes against the chain), ``analytic`` (the
 speedup an acceptance pattern buys, from :mod:`labkit.core.expectation`) and ``calibration`` (the speedup
 self-drafting will reach here, predicted and then measured), ``batch_costs`` (c and c_v per batch size, the load
-policy that drafts less as the batch grows)."""
+policy that drafts less as the batch grows) and ``step_anatomy`` (one decoding step taken apart: where its time
+goes)."""

@@ -33,6 +33,7 @@ import torch
 import transformers
 from tqdm.auto import tqdm
 
+from ...artifacts import arguments
 from ...artifacts.models import load_model, model_folder
 from ...artifacts.prompts import benchmark_prompts, source_info
 from ...core.checks import check_int
@@ -40,7 +41,7 @@ from ..bench.methods import shipped_draft
 from ..harness import Stopwatch, run_interleaved, summarise
 from ..machine import machine_info
 from .groups import GROUPS, Group, Unit
-from .loader import REFERENCE_DIR, ReferenceRow, load_reference, row_from_summary
+from .loader import REFERENCE_DIR, SOURCES, ReferenceRow, load_reference, row_from_summary
 from .tables import write_speed_tables
 
 __all__ = ["ReferenceConfig", "Context", "run_group", "run_reference", "estimate_seconds", "machine_record",
@@ -257,26 +258,36 @@ def run_reference(config: ReferenceConfig, only: tuple[str, ...] = (), *, progre
     return [run_group(ctx, GROUPS[name], progress=progress) for name in GROUPS if not only or name in only]
 
 
+def _names(allowed, what: str) -> Callable[[str], tuple[str, ...]]:
+    """An option read as comma-separated names from ``allowed`` (a usage error names the option and the choices)."""
+    def parse(text: str) -> tuple[str, ...]:
+        names = tuple(n.strip() for n in text.split(",") if n.strip())
+        if not names or any(n not in allowed for n in names):
+            raise argparse.ArgumentTypeError(f"{what} must be among {', '.join(allowed)}, got {text!r}")
+        return names
+    return parse
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--only", action="append", default=[], metavar="NAME",
+    parser = arguments.command_parser(__doc__.split("\n\n")[0], raw=True)
+    parser.add_argument("--only", action="append", default=[], metavar="NAME", type=_names(tuple(GROUPS), "groups"),
                         help=f"run these groups only (repeatable or comma-separated): {', '.join(GROUPS)}")
     parser.add_argument("--fast", action="store_true", help="2 prompts x 32 tokens per unit (a first, rough file)")
-    parser.add_argument("--out", default=str(REFERENCE_DIR), help="folder of the <group>.json / .md files")
+    parser.add_argument("--out", type=arguments.output_folder, default=str(REFERENCE_DIR),
+                        help="folder of the <group>.json / .md files")
     parser.add_argument("--force", action="store_true", help="measure again the units already written")
-    parser.add_argument("--model", default="default")
-    parser.add_argument("--sources", default="", help="comma-separated prompt sources to keep (default: all)")
+    parser.add_argument("--model", type=arguments.model, default="default")
+    parser.add_argument("--sources", type=_names(SOURCES, "sources"), default=(),
+                        help=f"comma-separated prompt sources to keep (default: all of {', '.join(SOURCES)})")
     parser.add_argument("--list", action="store_true", help="the groups and their estimated time; run nothing")
     return parser
 
 
 def main(argv: list[str] | None = None) -> list[Path]:
     args = _parser().parse_args(argv)
-    only = tuple(n.strip() for arg in args.only for n in arg.split(",") if n.strip())
+    only = tuple(name for names in args.only for name in names)
     make = ReferenceConfig.fast if args.fast else ReferenceConfig
-    config = make(model=args.model, out_dir=args.out, force=args.force,
-                  only_sources=tuple(s.strip() for s in args.sources.split(",") if s.strip()))
+    config = make(model=args.model, out_dir=args.out, force=args.force, only_sources=args.sources)
     torch.set_num_threads(config.threads)
     ctx = Context(config)
     total = 0.0
