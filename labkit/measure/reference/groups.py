@@ -28,6 +28,7 @@ from ..bench.methods import (
     heads_methods,
     jacobi_methods,
     plain_method,
+    pooled_methods,
     sampling_methods,
     shipped_draft,
     tree_methods,
@@ -119,6 +120,8 @@ def summary_decoders(ctx) -> list[Decoder]:
         _config_decoder(model, shipped, "shipped + prompt lookup", lookup=bench.lookup_tokens)]
     out += _first(draft_head_methods(bench, name, model), "draft head", "int8 draft")
     out += _first([d for d in heads_methods(bench, name, model)], "Medusa heads", "stop q")
+    pooled = pooled_methods(bench, name, model)
+    out += _first(pooled, "lookahead", "lookahead (W") + _first(pooled, "token recycling", "token recycling (k")
     out += _first(tree_methods(bench, name, model), "best tree", "tree")
     out += _first(cascade_methods(bench, name, model), "best cascade", "cascade")
     out += _separate_model(ctx)
@@ -128,7 +131,7 @@ def summary_decoders(ctx) -> list[Decoder]:
 
 
 def _summary_units(ctx) -> list[Unit]:
-    units = [Unit(source, source, lambda: summary_decoders(ctx), expected=11) for source in ctx.sources(SOURCES)]
+    units = [Unit(source, source, lambda: summary_decoders(ctx), expected=13) for source in ctx.sources(SOURCES)]
     for t in ctx.config.temperatures:
         cfg = BenchConfig(models=(ctx.name,), temperature=t)
         for source in ctx.sources(SOURCES):
@@ -146,7 +149,10 @@ def _summary_detail(ctx) -> dict:
     return {"paper's recipe": "the shipped set and weights, Draft & Verify's adaptive threshold",
             "shipped configuration": shipped.describe(n), "shipped + prompt lookup": "the same, prompt lookup (6) "
             "in front", "draft head": "the trained draft path with its draft head, int8 draft weights",
-            "Medusa heads": "top-1 chain of the heads, stop at q < 0.3", "best tree": f"the shipped draft, "
+            "Medusa heads": "top-1 chain of the heads, stop at q < 0.3",
+            "lookahead": "lookahead decoding alone (W 3, N 4, G 2: Fu et al. 2024)",
+            "token recycling": "token recycling alone (k 3, a 12-node template: Luo et al. 2024)",
+            "best tree": f"the shipped draft, "
             f"{BEST_TREE[0]} tree {dict(BEST_TREE[1])}", "best cascade": f"{BEST_CASCADE} (shipped draft's stop rule)",
             "separate draft model": "data/models/draft, adaptive threshold",
             "early exit": f"exit after layer {max(1, n // 2)}, adaptive threshold",

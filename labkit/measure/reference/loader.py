@@ -35,7 +35,8 @@ SOURCES = ("stdlib", "packages", "stdlib-long", "packages-long", "stubs")
 #: PLAIN, the sampling rows' against plain sampling at the same temperature
 PLAIN, AA = "plain loop", "plain loop, again (A/A)"
 SUMMARY_METHODS = (PLAIN, AA, "paper's recipe", "shipped configuration", "shipped + prompt lookup", "draft head",
-                   "Medusa heads", "best tree", "best cascade", "separate draft model", "early exit")
+                   "Medusa heads", "lookahead", "token recycling", "best tree", "best cascade", "separate draft model",
+                   "early exit")
 #: speculative sampling's rows: (temperature, its label, its baseline's label)
 SAMPLING_METHODS = tuple((t, f"speculative sampling, T={t:g}", f"plain sampling, T={t:g}") for t in (0.7, 1.0))
 

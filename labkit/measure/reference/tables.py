@@ -109,6 +109,8 @@ DRAFTERS = (
     ("prompt lookup in front of the self-draft", "shipped + prompt lookup", "none for copied tokens"),
     ("draft head on the trained path", "draft head", "the kept blocks and a small head"),
     ("Medusa heads", "Medusa heads", "no draft forward (heads on the last verify's hidden state)"),
+    ("lookahead decoding", "lookahead", "no draft forward (its window rides in the verify forward)"),
+    ("token recycling", "token recycling", "no draft forward (the target's top-k from earlier verifies)"),
     ("draft tree", "best tree", "kept blocks per node; a wider verify"),
     ("cascade (lookup under the self-draft)", "best cascade", "lookup, then the kept blocks"),
     ("separate draft model", "separate draft model", "a forward of a second model"),
