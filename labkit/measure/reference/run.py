@@ -134,13 +134,19 @@ class Context:
 
 def machine_record(threads: int, load_before: tuple, load_after: tuple) -> dict:
     """The machine of a reference file (:class:`labkit.measure.reference.loader.Machine`'s fields): contended when the
-    1-minute load average was above 0.5 before the run, or above the run's own threads + 0.75 after it."""
+    1-minute load average before or after it was above the run's own threads + 0.75 (the run's own thread, and the
+    group it just ran, hold the load near its thread count; other work shows above it)."""
     info = machine_info()
     return {"cpu_model": info.get("cpu_model") or info.get("processor", ""), "threads": threads,
             "versions": {"python": info["python"], "torch": info["torch"], "transformers": transformers.__version__},
             "load_before": list(load_before), "load_after": list(load_after),
             "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
-            "contended": bool(load_before[0] > 0.5 or load_after[0] > threads + 0.75), "info": info}
+            "contended": contended(threads, load_before, load_after), "info": info}
+
+
+def contended(threads: int, load_before, load_after) -> bool:
+    """Whether other work shared the cores: a 1-minute load above the run's threads + 0.75, before or after."""
+    return bool(max(load_before[0], load_after[0]) > threads + 0.75)
 
 
 def estimate_seconds(config: ReferenceConfig, group: Group, ctx: Context) -> float:

@@ -80,3 +80,6 @@ def test_machine_record_reads_contention_from_the_load():
     quiet = rr.machine_record(1, (0.1, 0.1, 0.1), (1.0, 0.5, 0.2))
     busy = rr.machine_record(1, (3.0, 2.0, 1.0), (4.0, 3.0, 2.0))
     assert not quiet["contended"] and busy["contended"] and quiet["cpu_model"]
+    after_own_group = rr.machine_record(1, (1.0, 1.0, 1.7), (1.0, 1.0, 1.7))     # the run's own thread, nothing else
+    beside_a_job = rr.machine_record(1, (1.9, 1.2, 1.0), (1.0, 1.0, 1.0))
+    assert not after_own_group["contended"] and beside_a_job["contended"]
