@@ -24,7 +24,8 @@ _PROGRESS = re.compile(r"\d+%\|.*\|\s*\d+/\d+|it/s\]|s/it\]")
 
 def _cells(notebook) -> list:
     cells = notebook["cells"] if isinstance(notebook, dict) else notebook.cells
-    return [c for c in cells if c["cell_type"] == "code"]
+    return [c for c in cells if c["cell_type"] == "code"                   # papermill's injected parameters cell
+            and "injected-parameters" not in c.get("metadata", {}).get("tags", [])]   # would shift every index
 
 
 def _display_text(output) -> str | None:

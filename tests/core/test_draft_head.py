@@ -97,5 +97,5 @@ def test_save_and_load_keep_everything(tmp_path):
     assert not any(p.requires_grad for p in loaded.parameters())
     with pytest.raises(FileNotFoundError, match="no draft head"):
         DraftHead.load(tmp_path / "nothing")
-    with pytest.raises(FileNotFoundError, match="train_draft_head"):
+    with pytest.raises(FileNotFoundError, match="train-draft-head"):
         load_draft_head(tmp_path / "nothing")

@@ -64,7 +64,7 @@ def test_a_custom_drafter_sees_every_verdict_and_the_hidden_states():
         assert len(verdict.hidden_states) == 4 + 1                     # embeddings + every layer
         assert verdict.hidden_states[-1].shape == (step.n_drafted + 1, model.config.hidden_size)
         # greedy: the target's confidence in its own token is its top probability at that position
-        assert math.isclose(verdict.target_confidence, float(verdict.p[step.n_accepted].max()), rel_tol=1e-6)
+        assert math.isclose(verdict.target_confidence, float(verdict.probs()[step.n_accepted].max()), rel_tol=1e-6)
     assert policy.seen == [st.target_confidence for st in steps]
 
 

@@ -42,3 +42,13 @@ def test_two_runs_agree_unless_a_line_without_this_machine_moves():
                                                   "+ [0] verdict: slower than no gate"]
     table = run([display({"text/plain": "speedup\nA 1.28"})])              # a live table that does not say so
     assert nt.differing_lines(table, run([display({"text/plain": "speedup\nA 1.43"})]))
+
+
+def test_papermills_injected_parameters_cell_does_not_shift_the_cells():
+    """A browser run has no injected cell, a papermill run one: the same outputs must still line up."""
+    browser = run([stream("FAST=True\n")], [stream("verdict: within the noise\n")])
+    papermill = run([], [stream("FAST=True\n")], [stream("verdict: within the noise\n")])
+    papermill.cells[0].metadata["tags"] = ["injected-parameters"]
+    assert nt.differing_lines(browser, papermill) == []
+    untagged = run([], [stream("FAST=True\n")], [stream("verdict: within the noise\n")])
+    assert nt.differing_lines(browser, untagged)                       # without the tag the cells do shift
