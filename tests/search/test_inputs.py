@@ -1,19 +1,17 @@
-"""What a search is given: the model resolved once (SearchModel), the study's settings (SearchConfig), and the
-identity the committed results were recorded under."""
+"""labkit.search.inputs: what a search is given: the model resolved once (SearchModel), on the device and in the
+precision asked for, and the study's settings (SearchConfig)."""
 import dataclasses
-import json
 from pathlib import Path
 
 import pytest
+import torch
 
 import labkit.artifacts.models as models
-from labkit.artifacts.models import fingerprint, identify
-from labkit.artifacts.paths import SEARCH_DIR
+from labkit.artifacts.models import fingerprint
 from labkit.measure.costs.costmodel import CostModel
 from labkit.search import SearchConfig, SearchModel, run_search
-from labkit.search.__main__ import main
 from labkit.search.objectives import DEFAULT_SETTINGS
-from labkit.search.storage import default_study_name, expected_attrs
+from labkit.search.storage import LEGACY_PRECISION
 
 from tiny_models import save_tiny_model_folder
 
@@ -110,32 +108,15 @@ def test_a_search_resolves_its_model_once(tiny, tmp_path, monkeypatch):
     assert calls == {"hash": 0, "load": 0} and res.study.user_attrs["model_fingerprint"] == subject.identity.fingerprint
 
 
-def test_the_command_line_resolves_once_for_every_bucket(tiny, tmp_path, monkeypatch):
-    calls = []
-    real = models._weights_hash
-    monkeypatch.setattr(models, "_weights_hash", lambda *args: calls.append(args) or real(*args))
-    cost = tmp_path / "cm.json"
-    cost.write_text(json.dumps(CM.to_dict()))
-    storage = f"sqlite:///{tmp_path / 'search.db'}"
-    assert main(["--model", tiny, "--per-bucket", "--trials", "1", "--sampler", "random", "--storage", storage,
-                 "--prompts", "1", "--tokens", "4", "--cost-model", str(cost), "--no-progress", "--threads", "0"]) == 0
-    assert len(calls) == 1
-
-
-# -- the committed results -----------------------------------------------------------------------
-@pytest.mark.parametrize("name", ["default", "plain"])
-def test_committed_studies_match_the_identity_they_were_recorded_under(name):
-    """A study is resumed only if its attributes match: the committed studies' model, weights and names still do."""
-    best = json.loads((SEARCH_DIR / name / "best.json").read_text())
-    identity = identify(name)
-    assert (identity.id, identity.fingerprint) == (best["model"], best["model_fingerprint"])
-    for study in best["studies"]:
-        bucket = tuple(study["ratio_bucket"]) if study["ratio_bucket"] else None
-        config = SearchConfig(objective=best["objective"], ratio_bucket=bucket, **{
-            k: v for k, v in study["settings"].items() if k != "sources"}, sources=study["settings"].get("sources"))
-        assert default_study_name(identity, config.objective, config.ratio_bucket) == study["name"]
-        attrs = expected_attrs(identity, config.objective, best["n_layers"], config.ratio_bucket, config.settings,
-                               config.space)
-        assert attrs["settings"] == study["settings"] and attrs["ratio_bucket"] == study["ratio_bucket"]
-    with pytest.raises(TypeError, match="identity must be a ModelIdentity"):
-        default_study_name(name, "priced", None)
+def test_a_search_model_is_loaded_on_the_device_in_the_dtype_asked_for(tiny):
+    subject = SearchModel.resolve(tiny, dtype="bf16", device="cpu")
+    assert next(subject.model.parameters()).dtype == torch.bfloat16
+    assert subject.precision == {"dtype": "bf16", "device": "cpu"}
+    assert SearchModel.resolve(subject, dtype="bf16") is subject                 # checked, and it matches
+    with pytest.raises(ValueError, match="dtype='fp16': the model given is in bf16"):
+        SearchModel.resolve(subject, dtype="fp16")
+    with pytest.raises(ValueError, match="dtype='fp32': the model given is in bf16"):
+        SearchModel.resolve(tiny, loaded=(subject.model, subject.tokenizer), dtype="fp32")
+    with pytest.raises(ValueError, match="dtype must be one of"):
+        SearchModel.resolve(tiny, dtype="int4")
+    assert SearchModel.resolve(tiny).precision == LEGACY_PRECISION               # the default: fp32 on the CPU

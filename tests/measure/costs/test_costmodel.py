@@ -103,3 +103,10 @@ def test_tied_cost_model_keeps_totals_and_spreads_them_evenly():
     assert tied.verify_ms == cm.verify_ms and tied.full_step_ms == cm.full_step_ms and tied.fixed_ms == cm.fixed_ms
     assert cm.attention_ms == [0.0, 1.0, 0.2, 0.8]                        # the original is untouched
     assert tied.fit["tied"] and "tied" in tied.method and "tied" in costv.cost_breakdown_figure(tied).layout.title.text
+
+
+def test_cost_model_with_int8_draft_weights():
+    model = tiny_model("llama", n_layers=2, seed=0)
+    cm = measure_cost_model(model, context=16, n_sets=6, repeats=1, warmup=0, max_draft=3, draft_weights="int8")
+    assert cm.draft_weights == "int8" and cm.full_step_ms > 0 and len(cm.verify_ms) == 4
+    assert CostModel.from_dict(cm.to_dict()).draft_weights == "int8"
