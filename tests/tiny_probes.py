@@ -1,6 +1,6 @@
 """A toy cost model and greedy-elimination paths of two tiny random Llamas, shared by the tests of the
 measurement (tests/measure/costs/, tests/measure/comparisons/) and of its figures
-(tests/viz/test_costs_and_agreement.py)."""
+(tests/viz/test_costs.py, tests/viz/test_agreement.py)."""
 import pytest
 
 from labkit.measure.agreement import AgreementProbe

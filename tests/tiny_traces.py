@@ -1,4 +1,4 @@
-"""Traces of a tiny random Llama for the timeline tests (tests/viz/test_timeline.py: figures;
+"""Traces of a tiny random Llama for the timeline tests (tests/viz/test_timeline.py, tests/viz/test_trace.py: figures;
 tests/lessons/test_timeline.py: the replayer), with a tokenizer whose tokens are the awkward cases."""
 import pytest
 import torch

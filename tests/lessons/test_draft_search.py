@@ -58,18 +58,6 @@ def test_shipped_search_sentence():
     assert "the lowest objective value" in draft_search.shipped_search_sentence(best, 208, None)
 
 
-def test_speedup_dots_figure_draws_the_summary():
-    from labkit.viz.search import speedup_dots_figure
-
-    summary = draft_search.draft_summary(frame({"a": [(1.5, 1.4, 1.6)] * 2, "b": [(0.9, 0.8, 1.0)] * 2}))
-    fig = speedup_dots_figure(summary, title="t")
-    dots = fig.data[0]
-    assert dots.type == "scatter" and dots.mode == "markers"     # dots: a bar from a non-zero baseline misleads
-    assert list(dots.y) == ["a", "b"] and list(dots.x) == pytest.approx([1.5, 0.9])
-    assert list(fig.layout.yaxis.ticktext) == ["a: 1.50x", "b: 0.90x"]
-    assert (list(dots.error_x.array) == pytest.approx([0.1, 0.1])
-            and list(dots.error_x.arrayminus) == pytest.approx([0.1, 0.1]))
-    assert fig.layout.xaxis.range[0] == pytest.approx(0.7)                 # starts near the lowest range, not at 0
 
 
 def test_live_sentences_say_this_machine_and_rank_nothing():

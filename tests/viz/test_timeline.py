@@ -1,12 +1,10 @@
-"""labkit.viz.timeline and labkit.viz.trace: notebook 03's figures, on traces of tiny random models
-(tests/tiny_traces.py; no shipped models needed)."""
-
+"""labkit.viz.timeline: notebook 03's draft/verify lanes, on traces of tiny random models (tests/tiny_traces.py;
+no shipped models needed)."""
 import pytest
 import torch
 
 import labkit
-from labkit import AdaptiveThreshold, FixedK, SkipSet, StaticThreshold, autoregressive_generate, speculative_generate
-from labkit.measure import agreement as agr
+from labkit import FixedK, SkipSet, speculative_generate
 from labkit.viz import timeline as tlv
 from labkit.viz import trace as trv
 
@@ -19,7 +17,6 @@ def sampled(model, prompt):
                                 max_new_tokens=40, do_sample=True, temperature=0.7,
                                 generator=torch.Generator().manual_seed(0))
 
-
 def bars_by_kind(fig):
     out = {}
     for trace in fig.data:
@@ -27,11 +24,9 @@ def bars_by_kind(fig):
             out[trace.meta["kind"]] = trace
     return out
 
-
 def test_fixtures_cover_every_kind(greedy):
     kinds = set(greedy.trace.to_frame().kind)
     assert {"accepted", "rejected", "discarded", "replacement"} <= kinds
-
 
 @pytest.mark.parametrize("run", ["greedy", "sampled"])
 def test_chip_counts_per_kind_equal_the_trace(run, request):
@@ -47,7 +42,6 @@ def test_chip_counts_per_kind_equal_the_trace(run, request):
     assert all(y == 1 for k in tlv.DRAFT_KINDS if k in bars for y in bars[k].y)
     assert all(y == 0 for k in tlv.TARGET_KINDS if k in bars for y in bars[k].y)
     assert fig.layout.title.text and fig.layout.xaxis.title.text.endswith("(ms)")
-
 
 def test_lanes_are_end_to_end_measured_durations(greedy):
     trace = greedy.trace
@@ -81,7 +75,6 @@ def test_lanes_are_end_to_end_measured_durations(greedy):
     assert times.verify_end_ms.iloc[-1] == pytest.approx(1e3 * (trace.prefill_s + sum(s.draft_s + s.verify_s
                                                                                           for s in trace.steps)))
 
-
 def test_sampling_hover_shows_the_acceptance_probability(sampled, greedy):
     frame = sampled.trace.to_frame()
     bars = bars_by_kind(tlv.timeline_figure(sampled, TOK))
@@ -93,7 +86,6 @@ def test_sampling_hover_shows_the_acceptance_probability(sampled, greedy):
         assert any(expected in h and f"q = {row.q:.3f}" in h and f"p = {row.p:.3f}" in h for h in hovers), expected
     greedy_hovers = [h for b in bars_by_kind(tlv.timeline_figure(greedy, TOK)).values() for h in b.hovertext]
     assert not any("min(1, p/q)" in h for h in greedy_hovers)
-
 
 def test_token_text_is_visible_and_escaped():
     assert trv.visible(" a\n\tb") == "␣a⏎⇥b"
@@ -112,7 +104,6 @@ def test_token_text_is_visible_and_escaped():
     body = html.split('white-space:pre-wrap', 1)[1]
     assert "<b>" not in body and "&lt;b&gt;" in body and "a&amp;b" in body
 
-
 def test_a_step_ending_on_an_accepted_eos_has_a_plain_verify_bar():
     eos = 7
     trace = labkit.Trace(prompt_length=1, sampling=False, prefill_s=0.001, steps=[labkit.StepRecord(
@@ -122,57 +113,3 @@ def test_a_step_ending_on_an_accepted_eos_has_a_plain_verify_bar():
     assert len(bars["accepted"].x) == 2 and len(bars["verify"].x) == 1
     assert not set(bars) & set(tlv.TARGET_KINDS)
     assert "end-of-text" in trv.step_html(trace, TOK, 0)
-
-
-def test_one_pass_check_reproduces_greedy_output(model, prompt):
-    plain = autoregressive_generate(model, prompt, 20)
-    check = agr.one_pass_check(model, plain.sequences, plain.prompt_length, tokenizer=TOK)
-    assert check["all_match"] and check["n_checked"] == 20 and check["n_match"] == 20
-    assert check["table"]["position"].tolist() == list(range(5, 25))
-    corrupted = plain.sequences.clone()
-    corrupted[0, 10] = (corrupted[0, 10] + 1) % VOCAB
-    bad = agr.one_pass_check(model, corrupted, plain.prompt_length)
-    assert not bad["all_match"] and not bad["table"].set_index("position").loc[9, "match"]
-    fig = trv.one_pass_figure(check, plain_ms_per_token=plain.ms_per_token)
-    assert "20/20" in fig.layout.title.text
-
-
-def test_confidence_figure_marks_where_the_threshold_stopped_drafting(model, prompt):
-    result = speculative_generate(model, prompt, skip=SkipSet(mlp=[3]), policy=StaticThreshold(0.3, 6),
-                                  max_new_tokens=30)
-    steps = result.trace.steps
-    fig = trv.confidence_figure(result, TOK)
-    by_name = {t.name: t for t in fig.data}
-    stops = [t for t in fig.data if t.name and t.name.startswith("stop")]
-    expected = sum(1 for s in steps if s.drafted and s.confidence[-1] < s.threshold)
-    assert (len(stops[0].x) if stops else 0) == expected
-    thr = [y for y in by_name["threshold in force (stop below it)"].y if y is not None]
-    assert set(thr) == {0.3}
-    markers = sum(len(t.x) for t in fig.data if t.meta and t.meta.get("kind") in tlv.DRAFT_KINDS)
-    assert markers == result.trace.n_drafted
-    assert fig.layout.yaxis.title.text == "draft top-1 probability"
-
-
-def test_threshold_trajectory_reads_the_policy_state(model, prompt):
-    policy = AdaptiveThreshold(initial_threshold=0.3)
-    result = speculative_generate(model, prompt, skip=SkipSet(mlp=[3]), policy=policy, max_new_tokens=60)
-    fig = trv.threshold_trajectory_figure(result, target=policy.target)
-    by_name = {t.name: t for t in fig.data}
-    assert list(by_name["threshold in force"].y) == [s.threshold for s in result.trace.steps]
-    assert list(by_name["AR: smoothed accepted / drafted (what the policy sees)"].y) == \
-        [s.policy_state["acceptance_rate"] for s in result.trace.steps]
-    fixed = speculative_generate(model, prompt, skip=SkipSet(mlp=[3]), policy=FixedK(2), max_new_tokens=10)
-    fig = trv.threshold_trajectory_figure(fixed)                 # no adaptive state: cumulative rate, no threshold
-    names = {t.name for t in fig.data}
-    assert "accepted / drafted so far (cumulative)" in names and "threshold in force" not in names
-
-
-def test_threshold_carry_figure_lines_up_the_prompts(model, prompt):
-    policy = AdaptiveThreshold(initial_threshold=0.3)
-    carried = [speculative_generate(model, prompt, skip=SkipSet(mlp=[3]), policy=policy, max_new_tokens=20)
-               for _ in range(2)]
-    fig = trv.threshold_carry_figure({"carried": carried}, target=policy.target)
-    by_name = {t.name: t for t in fig.data}
-    assert list(by_name["threshold, carried"].y) == [s.threshold for r in carried for s in r.trace.steps]
-    assert carried[1].trace.steps[0].threshold == carried[0].trace.steps[-1].policy_state["threshold"]
-    assert not fig.layout.shapes or all(s.type == "line" for s in fig.layout.shapes)     # prompt boundaries only

@@ -1,45 +1,18 @@
-"""Notebook 08's figures: built from real (tiny) measurements, sized to the column, every trace fed lists."""
+"""labkit.viz.drafters: notebook 08's family map, drafter comparison, exit-layer, gate and early-exit figures, sized
+to the column, every trace fed lists."""
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
-import pytest
 
 from labkit.lessons.drafters import FAMILY_METHODS, LAB_CHAPTERS
-from labkit.measure.signals.saturation import exit_signal_rocs, fit_exit_classifier, measure_saturation
 from labkit.viz import drafters as vd
-from labkit.viz import saturation as vs
 from labkit.viz.style import FIGURE_WIDTH
-
-from tiny_models import ToyTokenizer, tiny_model
-
-
-@pytest.fixture(scope="module")
-def sats():
-    out = {}
-    for name, seed in (("a", 0), ("b", 1)):
-        model = tiny_model("llama", n_layers=3, vocab_size=97, seed=seed)
-        out[name] = measure_saturation(model, ToyTokenizer(), ["def f(x):", "import os"], max_new_tokens=8,
-                                       name=name, progress=False)
-    return out
 
 
 def check(fig):
     assert isinstance(fig, go.Figure) and fig.layout.title.text and len(fig.data) >= 1
     assert fig.layout.width is None or fig.layout.width <= FIGURE_WIDTH
     fig.to_json()                                                   # serialisable (what the browser receives)
-
-
-def test_saturation_figures(sats):
-    fig = vs.saturation_curves_figure(sats)
-    check(fig)
-    assert len(fig.data) == 3 * len(sats) and list(fig.data[0].x) == sats["a"].stages
-    check(vs.lens_heatmap_figure(sats["a"], ToyTokenizer(), prompt=1, max_tokens=5))
-    fig = vs.exit_roc_figure({k: exit_signal_rocs(v, classifier=fit_exit_classifier(v)) for k, v in sats.items()})
-    check(fig)
-    assert sum(t.name is not None and "AUC" in t.name for t in fig.data) == 3 * len(sats)
-    with pytest.raises(ValueError):
-        vs.lens_heatmap_figure(sats["a"], ToyTokenizer(), prompt=5)
-
 
 def comparison_table():
     rows = [("plain", "plain", 1.0, np.nan, 1.0, 0, np.nan, np.nan),
@@ -51,7 +24,6 @@ def comparison_table():
     t = pd.DataFrame(rows, columns=["drafter", "family", "speedup", "acceptance", "tokens_per_step",
                                     "extra_parameters", "gate", "exit_layer"]).set_index("drafter")
     return t.assign(ms_per_token=5.0, ms_min=4.5, ms_max=5.5)
-
 
 def test_drafter_figures():
     check(vd.family_map_figure(FAMILY_METHODS, LAB_CHAPTERS))
