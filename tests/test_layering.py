@@ -161,11 +161,22 @@ def test_each_package_docstring_names_every_module_it_holds():
     assert not missing, f"modules a package docstring does not name: {missing}"
 
 
-#: What the engine may import besides the standard library (docs/architecture.md, "core"): torch and transformers;
-#: safetensors for the files of draft heads and Medusa heads; pandas only inside a function (tables on request, never
-#: needed to decode).
-CORE_THIRD_PARTY = {"torch", "transformers", "safetensors"}
-CORE_LAZY = {"pandas"}
+#: The table of docs/architecture.md that says which third-party packages each layer imports.
+TABLE_HEAD = "| layer | third-party imports at module level | only inside a function |"
+
+
+def documented_imports() -> dict[str, tuple[set[str], set[str]]]:
+    """layer -> (packages it imports at module level, packages it imports only inside functions), as the
+    architecture page's table states them."""
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    assert TABLE_HEAD in text, "docs/architecture.md lost its table of third-party imports per layer"
+    rows = {}
+    for line in text.split(TABLE_HEAD, 1)[1].splitlines()[2:]:
+        if not line.startswith("|"):
+            break
+        name, top, lazy = (cell.strip() for cell in line.strip("|").split("|"))
+        rows[name] = (set(re.findall(r"`(\w+)`", top)), set(re.findall(r"`(\w+)`", lazy)))
+    return rows
 
 
 def third_party_imports(path: Path) -> tuple[set[str], set[str]]:
@@ -188,18 +199,33 @@ def third_party_imports(path: Path) -> tuple[set[str], set[str]]:
     return top, lazy
 
 
-def test_core_imports_only_what_the_architecture_page_says():
-    wrong = {}
+def actual_imports() -> dict[str, tuple[set[str], set[str]]]:
+    """layer -> (third-party packages imported at module level, those imported only inside functions), from the
+    source of every module of the layers ALLOWED names."""
+    found = {name: (set(), set()) for name in ALLOWED}
     for m, path in MODULES.items():
-        if layer(m) != "core":
-            continue
-        top, lazy = third_party_imports(path)
-        extra = (top - CORE_THIRD_PARTY) | (lazy - CORE_THIRD_PARTY - CORE_LAZY)
-        if extra:
-            wrong[m] = sorted(extra)
-    assert not wrong, f"core modules importing beyond torch, transformers, safetensors (and pandas lazily): {wrong}"
-    text = (ROOT / "docs" / "architecture.md").read_text()
-    assert "## core: the engine, in the paper's order (imports torch, transformers and safetensors" in text
+        if layer(m) in found:
+            top, lazy = third_party_imports(path)
+            found[layer(m)][0].update(top)
+            found[layer(m)][1].update(lazy)
+    return {name: (top, lazy - top) for name, (top, lazy) in found.items()}
+
+
+def test_each_layer_imports_the_third_party_packages_the_architecture_page_lists():
+    """Both ways: a package imported but not listed (a new dependency of a layer) fails, and so does one listed but
+    no longer imported (a page that says more than the code)."""
+    documented, actual = documented_imports(), actual_imports()
+    assert set(documented) == set(ALLOWED), f"the table's layers: {sorted(documented)}"
+    wrong = {}
+    for name, (top, lazy) in actual.items():
+        listed_top, listed_lazy = documented[name]
+        for where, got, listed in (("at module level", top, listed_top), ("only inside a function", lazy, listed_lazy)):
+            if got != listed:
+                wrong[f"{name}, {where}"] = {"imported, not listed": sorted(got - listed),
+                                             "listed, not imported": sorted(listed - got)}
+    assert not wrong, f"docs/architecture.md's table of third-party imports against the code: {wrong}"
+    core_heading = "## core: the engine, in the paper's order (imports torch, transformers and safetensors"
+    assert core_heading in (ROOT / "docs" / "architecture.md").read_text()
 
 
 def test_the_third_party_check_sees_a_wrong_import(tmp_path):
