@@ -38,6 +38,7 @@ from ...artifacts.models import load_model, model_folder
 from ...artifacts.prompts import benchmark_prompts, source_info
 from ...core.checks import check_int
 from ..bench.methods import shipped_draft
+from ..comparisons.batches import pack_rows
 from ..harness import Stopwatch, run_interleaved, summarise
 from ..machine import machine_info
 from .groups import GROUPS, Group, Unit
@@ -81,6 +82,8 @@ class ReferenceConfig:
 
     def size(self, group: str, unit: Unit) -> tuple[int, int]:
         """(prompts, new tokens) of one unit."""
+        if unit.prompts:                        # a batch unit: its own prompts (at least one per row)
+            return unit.prompts, self.group_tokens
         if group != "summary":
             return self.group_prompts, self.group_tokens
         return (self.sampling_prompts if unit.sampling else self.n_prompts), self.max_new_tokens
@@ -181,6 +184,8 @@ def _unit_rows(ctx: Context, group: Group, unit: Unit, progress: bool = False) -
     prompts, tokens = config.size(group.name, unit)
     decoders = unit.make()
     ids = ctx.prompt_ids(unit.source, prompts)
+    if unit.batch:                              # blocks of unit.batch rows, one batched call each
+        ids = pack_rows(ids, unit.batch)
     with torch.inference_mode():
         runs = run_interleaved(decoders, ids, max_new_tokens=tokens, repeats=config.repeats,
                                desc=f"{group.name}: {unit.key}", progress=progress)
