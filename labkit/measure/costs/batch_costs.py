@@ -37,7 +37,8 @@ from ...core.skip import SkipSet, skipping
 from ..harness import interleaved_ms, ratio_spread
 
 __all__ = ["BatchCosts", "measure_batch_costs", "load_policy", "predicted_speedup", "predicted_tokens_per_s",
-           "alpha_from_acceptance", "best_gamma", "policy_rows", "predicted_crossover"]
+           "alpha_from_acceptance", "best_gamma", "policy_rows", "predicted_crossover", "crossing_batch",
+           "costs_from_dict"]
 
 
 @dataclass
@@ -54,6 +55,15 @@ class BatchCosts:
     def to_dict(self) -> dict:
         return {"batch_sizes": self.batch_sizes, "gammas": self.gammas, "context": self.context,
                 "plain_ms": self.plain_ms, "c": self.c, "c_v": {str(g): v for g, v in self.c_v.items()}}
+
+
+def costs_from_dict(data: dict) -> BatchCosts:
+    """A :class:`BatchCosts` back from :meth:`BatchCosts.to_dict` (a reference file's record of one)."""
+    try:
+        return BatchCosts(list(data["batch_sizes"]), list(data["gammas"]), int(data["context"]),
+                          list(data["plain_ms"]), list(data["c"]), {int(g): list(v) for g, v in data["c_v"].items()})
+    except (KeyError, TypeError) as err:
+        raise ValueError(f"data: not a BatchCosts record ({err!r})") from err
 
 
 def _filled_cache(model, batch: int, context: int, seed: int):
@@ -155,18 +165,28 @@ def policy_rows(costs: BatchCosts, alpha: float, min_gain: float = 1.0) -> list[
     return rows
 
 
-def predicted_crossover(costs: BatchCosts, alpha: float) -> float | None:
-    """The batch size where the best S(B, γ) falls to 1: linear in log B between the last measured size that gains
-    and the first that does not; the first size if none gains, None if every measured size gains (beyond them)."""
-    speedups = [predicted_speedup(costs, alpha, i, best_gamma(costs, alpha, i)) for i in range(len(costs.batch_sizes))]
-    for i, s in enumerate(speedups):
+def crossing_batch(batch_sizes, speedups) -> float | None:
+    """Where a speedup against batch size falls to 1: linear in log B between the last size that gains and the
+    first that does not; the first size if none gains, None if every size gains (the crossover lies beyond them).
+    The same reading for a prediction and a measurement, so the two can stand side by side."""
+    pairs = list(zip(batch_sizes, speedups))
+    if not pairs:
+        raise ValueError("batch_sizes: give at least one batch size with its speedup")
+    for i, (batch, s) in enumerate(pairs):
         if s <= 1.0:
             if i == 0:
-                return float(costs.batch_sizes[0])
-            (b0, s0), (b1, s1) = (costs.batch_sizes[i - 1], speedups[i - 1]), (costs.batch_sizes[i], s)
+                return float(batch)
+            (b0, s0), (b1, s1) = pairs[i - 1], (batch, s)
             t = (s0 - 1.0) / (s0 - s1)
             return float(math.exp(math.log(b0) + t * (math.log(b1) - math.log(b0))))
     return None
+
+
+def predicted_crossover(costs: BatchCosts, alpha: float) -> float | None:
+    """The batch size where the best S(B, γ) falls to 1 (:func:`crossing_batch` of the best γ's S at every measured
+    B): past it no γ pays, and the load policy turns speculation off."""
+    return crossing_batch(costs.batch_sizes, [predicted_speedup(costs, alpha, i, best_gamma(costs, alpha, i))
+                                              for i in range(len(costs.batch_sizes))])
 
 
 def alpha_from_acceptance(acceptance: float, gamma: int) -> float:

@@ -8,6 +8,8 @@ from labkit.measure.costs.batch_costs import (
     BatchCosts,
     alpha_from_acceptance,
     best_gamma,
+    costs_from_dict,
+    crossing_batch,
     load_policy,
     measure_batch_costs,
     policy_rows,
@@ -76,3 +78,15 @@ def test_the_crossover_is_where_the_best_speedup_falls_to_one():
 def test_the_policy_names_a_bad_alpha():
     with pytest.raises(ValueError, match="alpha"):
         load_policy(synthetic(0.02), alpha=1.5)
+
+
+def test_costs_come_back_from_their_record():
+    costs = synthetic(0.02)
+    assert costs_from_dict(costs.to_dict()) == costs
+    with pytest.raises(ValueError, match="data"):
+        costs_from_dict({"gammas": [1]})
+
+
+def test_a_measured_speedup_crosses_one_where_it_falls_below():
+    assert crossing_batch([1, 4, 16], [1.3, 1.1, 0.8]) == pytest.approx(4 * 4 ** (1 / 3))
+    assert crossing_batch([1, 4], [1.2, 1.1]) is None and crossing_batch([2, 4], [0.9, 0.8]) == 2.0
