@@ -144,21 +144,27 @@ def crossover_sentence(rows: Sequence[dict]) -> str:
 
 
 def prediction_sentence(rows: Sequence[dict], predicted: Sequence[dict]) -> str:
-    """The calibration's crossover beside the measured one, and how far its speedups were from the measured ones."""
+    """The calibration's crossover (where the best S(B, γ) falls to 1) beside always on's measured one, and where the
+    load policy's measured speedup was furthest from the S predicted for the γ it ran (S = 1 at γ = 0)."""
     on = {r["batch"]: r for r in _of(rows, "always on")}
-    pred = [p for p in predicted if p["batch"] in on]
-    if not pred:
+    policy = {r["batch"]: r for r in _of(rows, "load policy")}
+    pred = [p for p in predicted if p["batch"] in policy]
+    if not on or not pred:
         return "The calibration and the measured rows share no batch size."
     p_cross = crossing_batch([p["batch"] for p in predicted], [p["speedup"] for p in predicted])
     m_cross = crossing_batch(sorted(on), [on[b]["speedup"] for b in sorted(on)])
 
-    def where(x):
-        return f"≈ {x:.1f}" if x is not None else f"beyond {max(on)}"
-    worst = max(pred, key=lambda p: abs(p["speedup"] / on[p["batch"]]["speedup"] - 1))
-    error = worst["speedup"] / on[worst["batch"]]["speedup"] - 1
-    return (f"The calibration puts the crossover at batch {where(p_cross)}, the measurement at {where(m_cross)}; "
-            f"its predicted speedup is off by at most {100 * error:+.0f} % (batch {worst['batch']}: "
-            f"{worst['speedup']:.2f} predicted, {on[worst['batch']]['speedup']:.2f}x measured).")
+    def where(x, last):
+        return f"at batch ≈ {x:.1f}" if x is not None else f"beyond batch {last}"
+
+    def expected(p):
+        return p["speedup"] if p["policy_gamma"] else 1.0
+    worst = max(pred, key=lambda p: abs(expected(p) / policy[p["batch"]]["speedup"] - 1))
+    measured = policy[worst["batch"]]["speedup"]
+    return (f"The calibration puts the crossover {where(p_cross, predicted[-1]['batch'])}, the measurement "
+            f"{where(m_cross, max(on))}. The policy's speedup is furthest from its prediction at batch "
+            f"{worst['batch']}: {expected(worst):.2f} predicted, {measured:.2f}x measured "
+            f"({100 * (expected(worst) / measured - 1):+.0f} %).")
 
 
 def policy_sentence(rows: Sequence[dict], tolerance: float = POLICY_TOLERANCE) -> str:
@@ -197,16 +203,18 @@ def policy_table(rows: Sequence[dict], predicted: Sequence[dict]) -> list[dict]:
 
 
 def live_sweep(model, config, prompts: Sequence[list[int]], batches: Sequence[int], *, tokens: int,
-               repeats: int, policy: LoadPolicy) -> list[dict]:
-    """This machine's check: at every batch size of ``batches``, the batched plain loop, always on and ``policy``
-    interleaved through the harness on the first max(B, len(prompts)) prompts (in blocks of B): rows as
+               repeats: int, policy: LoadPolicy, n_prompts: int = 8) -> list[dict]:
+    """This machine's check: at every batch size B of ``batches``, the batched plain loop, always on and ``policy``
+    interleaved through the harness on the first max(B, ``n_prompts``) of ``prompts`` (in blocks of B): rows as
     :func:`measured_rows` gives them."""
     rows = []
     for b in batches:
+        if len(prompts) < b:
+            raise ValueError(f"prompts: batch size {b} needs at least {b} prompts, got {len(prompts)}")
         decoders = [plain_batch_decoder(model, batch_label(PLAIN, b)),
                     speculative_batch_decoder(model, config, batch_label("always on", b)),
                     policy_batch_decoder(model, config, policy, batch_label("load policy", b))]
-        blocks = pack_rows(list(prompts)[:max(b, len(prompts))], b)
+        blocks = pack_rows(list(prompts)[:max(b, n_prompts)], b)
         runs = run_interleaved(decoders, blocks, max_new_tokens=tokens, repeats=repeats, warmup_tokens=4,
                                progress=False)
         rows += summarise(runs, decoders[0].method)

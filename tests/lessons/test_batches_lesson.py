@@ -44,10 +44,13 @@ def test_the_crossover_sentence_turns_with_the_speedups():
 
 
 def test_the_prediction_sentence_puts_both_crossovers_side_by_side():
-    predicted = [{"batch": b, "speedup": s} for b, s in zip(BATCHES, (1.5, 1.3, 1.1))]
-    text = lesson.prediction_sentence(rows((1.4, 1.0, 0.6), (1.4, 1.0, 1.0)), predicted)
-    assert "crossover at batch beyond 16" in text and "measurement at ≈ 4.0" in text
-    assert "batch 16: 1.10 predicted, 0.60x measured" in text and words(text) <= 50
+    predicted = [{"batch": b, "speedup": s, "policy_gamma": g} for b, s, g in zip(BATCHES, (1.5, 1.3, 1.1), (4, 3, 2))]
+    text = lesson.prediction_sentence(rows((1.4, 1.0, 0.6), (1.4, 1.0, 0.9)), predicted)
+    assert "crossover beyond batch 16" in text and "measurement at batch ≈ 4.0" in text
+    assert "at batch 4: 1.30 predicted, 1.00x measured (+30 %)" in text and words(text) <= 50
+    predicted[2].update(speedup=0.9, policy_gamma=0)                    # off at 16: predicted 1, as measured
+    text = lesson.prediction_sentence(rows((1.4, 1.0, 0.6), (1.4, 1.3, 1.0)), predicted)
+    assert "crossover at batch ≈" in text and "batch 1: 1.50 predicted, 1.40x measured" in text
 
 
 def test_the_policy_sentence_names_the_batch_sizes_where_it_fell_behind():
@@ -109,9 +112,11 @@ def test_the_live_sweep_gives_identical_rows_for_every_method_and_batch():
     config = DraftConfig(SkipSet(mlp=[1, 2], attention=[3]), None, "static", 0.3, 4)
     prompts = [[5, 6, 7, 8], [11, 12, 13], [3, 4], [20, 21, 22, 23, 24]]
     live = lesson.live_sweep(model, config, prompts, (1, 2), tokens=4, repeats=1,
-                             policy=lesson.LoadPolicy((1, 2), (2, 0)))
+                             policy=lesson.LoadPolicy((1, 2), (2, 0)), n_prompts=2)
     assert [(r["batch"], r["method"]) for r in live] == [(b, m) for b in (1, 2) for m in lesson.METHODS]
     assert all(r["identical"] for r in live) and all(r["tokens_per_s"] > 0 for r in live)
+    with pytest.raises(ValueError, match="prompts"):
+        lesson.live_sweep(model, config, prompts, (8,), tokens=4, repeats=1, policy=lesson.LoadPolicy())
 
 
 def test_the_gamma_explorer_redraws_from_the_predictions(tmp_path):
