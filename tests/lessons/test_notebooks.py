@@ -143,6 +143,14 @@ EXPECTED = {
                                 "shipped_error": (-0.5, 0.6), "wide_error": (-0.5, 0.6), "wide_last_error": (-0.5, 0.6),
                                 "shipped_seconds": (0.0, 60.0), "wide_seconds": (0.0, 90.0),
                                 "wide_last_seconds": (0.0, 90.0), "runtime_s": (1.0, 150.0)},
+    # the reference group 13 (committed) and a small live sweep (batch 1, 4, 8) on a shared machine
+    "13_batches": {"reference_batch_sizes": (6, 6), "reference_max_batch": (32, 32),
+                   "reference_speedup_batch_1": (0.3, 5.0), "reference_speedup_batch_max": (0.1, 5.0),
+                   "reference_plain_tokens_per_s_ratio": (0.5, 64.0), "reference_policy_gap": (0.2, 2.0),
+                   "predicted_crossover": (-1.0, 64.0), "measured_crossover": (-1.0, 64.0),
+                   "reference_alpha": (0.0, 1.0), "live_batch_sizes": (3, 3), "live_identical": (1, 1),
+                   "live_speedup_batch_1": (0.2, 5.0), "live_speedup_batch_max": (0.1, 5.0),
+                   "explorer_update_ms": (0.0, 500.0), "runtime_s": (1.0, 150.0)},
 }
 
 

@@ -8,9 +8,11 @@ speedup over the batched plain loop is
 
     S(B, γ) = E(α, γ) / (γ·c(B) + c_v(B, γ))
 
-and the :class:`~labkit.core.batch_decoding.LoadPolicy` takes, at every measured B, the γ that maximises it, or
-γ = 0 (plain decoding) where no γ beats ``min_gain``. A serving engine does the same with a setting (vLLM's
-speculative ``disable_by_batch_size``: no speculation above that many running requests).
+and the :class:`~labkit.core.batch_decoding.LoadPolicy` takes, at every measured B, the γ that maximises it (the
+same γ maximises the batch's predicted tokens per second, B / t(B) · S(B, γ)), or γ = 0 (plain decoding) where no γ
+beats ``min_gain``: it shortens γ as c_v(B, γ) grows and turns speculation off past the predicted crossover
+(:func:`predicted_crossover`, where the best S(B, γ) falls to 1). A serving engine does the same with a setting
+(vLLM's ``num_speculative_tokens_per_batch_size``: a draft length per range of concurrent requests, 0 off).
 
 Each ratio is read from the harness's interleaved protocol (:func:`~labkit.measure.harness.interleaved_ms`,
 :func:`~labkit.measure.harness.ratio_spread`): the plain forward and the draft or verify forward at the same B timed
@@ -18,6 +20,7 @@ in the same rounds.
 """
 from __future__ import annotations
 
+import math
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 
@@ -27,14 +30,15 @@ from tqdm.auto import tqdm
 from ...core.batch import batch_forward
 from ...core.batch_decoding import LoadPolicy
 from ...core.cache import crop_to, new_cache
-from ...core.checks import check_int
+from ...core.checks import check_int, check_probability
 from ...core.draft_weights import draft_weights as build_draft_weights
 from ...core.expectation import expected_tokens
 from ...core.skip import SkipSet, skipping
 from ..harness import interleaved_ms, ratio_spread
 
 __all__ = ["BatchCosts", "measure_batch_costs", "load_policy", "predicted_speedup", "predicted_tokens_per_s",
-           "alpha_from_acceptance"]
+           "alpha_from_acceptance", "best_gamma", "policy_rows", "predicted_crossover", "crossing_batch",
+           "costs_from_dict"]
 
 
 @dataclass
@@ -51,6 +55,15 @@ class BatchCosts:
     def to_dict(self) -> dict:
         return {"batch_sizes": self.batch_sizes, "gammas": self.gammas, "context": self.context,
                 "plain_ms": self.plain_ms, "c": self.c, "c_v": {str(g): v for g, v in self.c_v.items()}}
+
+
+def costs_from_dict(data: dict) -> BatchCosts:
+    """A :class:`BatchCosts` back from :meth:`BatchCosts.to_dict` (a reference file's record of one)."""
+    try:
+        return BatchCosts(list(data["batch_sizes"]), list(data["gammas"]), int(data["context"]),
+                          list(data["plain_ms"]), list(data["c"]), {int(g): list(v) for g, v in data["c_v"].items()})
+    except (KeyError, TypeError) as err:
+        raise ValueError(f"data: not a BatchCosts record ({err!r})") from err
 
 
 def _filled_cache(model, batch: int, context: int, seed: int):
@@ -121,13 +134,59 @@ def predicted_tokens_per_s(costs: BatchCosts, alpha: float, index: int, gamma: i
     return 1e3 * batch / costs.plain_ms[index] * predicted_speedup(costs, alpha, index, gamma)
 
 
+def best_gamma(costs: BatchCosts, alpha: float, index: int) -> int:
+    """The measured γ with the highest S(B, γ) at ``costs.batch_sizes[index]`` (the shortest one among ties)."""
+    return max(costs.gammas, key=lambda g: (predicted_speedup(costs, alpha, index, g), -g))
+
+
 def load_policy(costs: BatchCosts, alpha: float, min_gain: float = 1.0) -> LoadPolicy:
-    """γ per measured batch size: the one maximising S(B, γ), or 0 where the best S is below ``min_gain``."""
+    """γ per measured batch size: the one maximising S(B, γ), or 0 where the best S is not above ``min_gain``."""
+    check_probability("alpha", alpha)
+    if not min_gain > 0:
+        raise ValueError(f"min_gain must be > 0, got {min_gain!r}")
     caps = []
     for i in range(len(costs.batch_sizes)):
-        best = max(costs.gammas, key=lambda g, i=i: predicted_speedup(costs, alpha, i, g))
+        best = best_gamma(costs, alpha, i)
         caps.append(best if predicted_speedup(costs, alpha, i, best) > min_gain else 0)
     return LoadPolicy(tuple(costs.batch_sizes), tuple(caps))
+
+
+def policy_rows(costs: BatchCosts, alpha: float, min_gain: float = 1.0) -> list[dict]:
+    """One row per measured batch size: the best γ and its S, the policy's γ (0: off), and the predicted tokens per
+    second of the plain loop, of the best γ and of the policy (what the lesson's figures draw)."""
+    policy = load_policy(costs, alpha, min_gain)
+    rows = []
+    for i, (batch, cap) in enumerate(zip(costs.batch_sizes, policy.max_draft)):
+        best = best_gamma(costs, alpha, i)
+        rows.append({"batch": batch, "best_gamma": best, "speedup": predicted_speedup(costs, alpha, i, best),
+                     "policy_gamma": cap, "plain_tokens_per_s": predicted_tokens_per_s(costs, alpha, i, 0),
+                     "speculative_tokens_per_s": predicted_tokens_per_s(costs, alpha, i, best),
+                     "policy_tokens_per_s": predicted_tokens_per_s(costs, alpha, i, cap)})
+    return rows
+
+
+def crossing_batch(batch_sizes, speedups) -> float | None:
+    """Where a speedup against batch size falls to 1: linear in log B between the last size that gains and the
+    first that does not; the first size if none gains, None if every size gains (the crossover lies beyond them).
+    The same reading for a prediction and a measurement, so the two can stand side by side."""
+    pairs = list(zip(batch_sizes, speedups))
+    if not pairs:
+        raise ValueError("batch_sizes: give at least one batch size with its speedup")
+    for i, (batch, s) in enumerate(pairs):
+        if s <= 1.0:
+            if i == 0:
+                return float(batch)
+            (b0, s0), (b1, s1) = pairs[i - 1], (batch, s)
+            t = (s0 - 1.0) / (s0 - s1)
+            return float(math.exp(math.log(b0) + t * (math.log(b1) - math.log(b0))))
+    return None
+
+
+def predicted_crossover(costs: BatchCosts, alpha: float) -> float | None:
+    """The batch size where the best S(B, γ) falls to 1 (:func:`crossing_batch` of the best γ's S at every measured
+    B): past it no γ pays, and the load policy turns speculation off."""
+    return crossing_batch(costs.batch_sizes, [predicted_speedup(costs, alpha, i, best_gamma(costs, alpha, i))
+                                              for i in range(len(costs.batch_sizes))])
 
 
 def alpha_from_acceptance(acceptance: float, gamma: int) -> float:

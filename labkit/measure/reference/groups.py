@@ -1,14 +1,19 @@
 """What each reference group measures: named decoders, built with :mod:`labkit.measure.bench.methods`' builders.
 
 A group answers the questions of one place in the lab (``summary``: the reconciled speedup table of the README,
-``docs/summary.md`` and notebook 09; ``02``, ``06``, ``07``, ``09``, ``10``, ``11``: the comparisons those notebooks
-state in words). It is a list of :class:`Unit`: one interleaved run (:func:`labkit.measure.harness.run_interleaved`)
-of fresh decoders on one prompt source, each decoder under a fixed label (the row's ``method``), the speedups against
-the unit's ``baseline`` (the plain loop, or plain *sampling* at the same temperature). A unit is what
-:mod:`labkit.measure.reference.run` writes at once, so a stopped run resumes at the next unit.
+``docs/summary.md`` and notebook 09; ``02``, ``06``, ``07``, ``09``, ``10``, ``11``, ``13``: the comparisons those
+notebooks state in words). It is a list of :class:`Unit`: one interleaved run
+(:func:`labkit.measure.harness.run_interleaved`) of fresh decoders on one prompt source, each decoder under a fixed
+label (the row's ``method``), the speedups against the unit's ``baseline`` (the plain loop, or plain *sampling* at
+the same temperature). A unit is what :mod:`labkit.measure.reference.run` writes at once, so a stopped run resumes at
+the next unit.
 
 Stop rules are made once per unit and carried across its prompts and repetitions, as Draft & Verify's evaluation
 carries its adaptive threshold.
+
+A *batch* unit (``batch`` > 0, group ``13``) times batched calls: its prompts reach each decoder in blocks of
+``batch`` rows (:func:`labkit.measure.comparisons.batches.pack_rows`), every unit of the group on the same
+``prompts`` outside prompts, so a row's ms per token is the inverse of the batch's throughput.
 """
 from __future__ import annotations
 
@@ -34,11 +39,18 @@ from ..bench.methods import (
     tree_methods,
 )
 from ..comparisons.adaptive import strategy_methods
+from ..comparisons.batches import (
+    batch_calibration,
+    batch_label,
+    plain_batch_decoder,
+    policy_batch_decoder,
+    speculative_batch_decoder,
+)
 from ..comparisons.cascades import aggressive_level, cascade_decoders, cascade_makers
 from ..harness import Decoder, Method
 from .loader import AA, PLAIN, SOURCES
 
-__all__ = ["Unit", "Group", "GROUPS", "group_names", "BEST_TREE", "BEST_CASCADE", "GATE"]
+__all__ = ["Unit", "Group", "GROUPS", "group_names", "BEST_TREE", "BEST_CASCADE", "GATE", "BATCH_SIZES"]
 
 #: the tree and cascade the reconciled table shows (the benchmark's first tree and the cascade that keeps lookup's
 #: gain on the lab's own sources, docs/notes/cascade_bench.py)
@@ -46,6 +58,8 @@ BEST_TREE = ("confidence", (("below", 0.6), ("siblings", 2)))
 BEST_CASCADE = "lookup > shipped"
 #: the target-confidence gate's minimum confidence in the gate rows (the benchmark's)
 GATE = 0.4
+#: group 13's batch sizes (every one on max(16, B) outside prompts)
+BATCH_SIZES = (1, 2, 4, 8, 16, 32)
 
 
 @dataclass(frozen=True)
@@ -60,6 +74,8 @@ class Unit:
     sampling: bool = False                    # the group's sampling_prompts instead of n_prompts
     model: str = ""                           # the model the unit runs ('' the reference's)
     expected: int = 10                        # decoders it should have: the time estimate's (make() loads models)
+    batch: int = 0                            # rows per call (0: one prompt per call, the harness's usual unit)
+    prompts: int = 0                          # prompts of the unit (0: the plan's per-group count)
 
 
 @dataclass(frozen=True)
@@ -232,6 +248,39 @@ def _cost_decoders(ctx) -> list[Decoder]:
             _config_decoder(model, other, f"shipped set, {other.weights_label} draft weights")]
 
 
+def _batch_calibration(ctx):
+    """13: c(B), c_v(B, γ), α and the load policy of the shipped draft on the group's prompts (measured once)."""
+    def make():
+        prompts = [ids[0].tolist() for ids in ctx.prompt_ids("packages", max(16, max(BATCH_SIZES)))]
+        return batch_calibration(ctx.model(), ctx.shipped(), prompts, batch_sizes=BATCH_SIZES,
+                                 tokens=ctx.config.group_tokens, repeats=ctx.config.repeats)
+    return ctx.cached("batch calibration", make)
+
+
+def _batch_decoders(ctx, batch: int) -> list[Decoder]:
+    """13: the batched plain loop, the shipped draft always on, and the load policy, at one batch size."""
+    model, shipped = ctx.model(), ctx.shipped()
+    return [plain_batch_decoder(model, batch_label(PLAIN, batch)),
+            speculative_batch_decoder(model, shipped, batch_label("always on", batch)),
+            policy_batch_decoder(model, shipped, _batch_calibration(ctx).policy, batch_label("load policy", batch))]
+
+
+def _batch_units(ctx) -> list[Unit]:
+    return [Unit(f"packages, batch {b}", "packages", lambda b=b: _batch_decoders(ctx, b),
+                 baseline=batch_label(PLAIN, b), expected=3, batch=b, prompts=max(16, b))
+            for b in BATCH_SIZES if ctx.sources(("packages",))]
+
+
+def _batch_detail(ctx) -> dict:
+    """13: what the rows run, and the calibration the load policy came from (its prediction beside the rows)."""
+    n = ctx.model().config.num_hidden_layers
+    return {"plain loop": "the batched plain loop: one forward of every unfinished row per step",
+            "always on": f"the shipped draft ({ctx.shipped().describe(n)}) in every row, masked holes, the batch "
+                         "drafting while half its rows do", "load policy": "the same draft with γ capped by batch "
+            "size from c(B), c_v(B, γ) and α (0: the batch decodes plainly)",
+            "calibration": _batch_calibration(ctx).to_dict()}
+
+
 GROUPS: dict[str, Group] = {g.name: g for g in (
     Group("summary", "the reconciled speedup table: every drafter on every prompt kind", _summary_units,
           _summary_detail),
@@ -245,6 +294,8 @@ GROUPS: dict[str, Group] = {g.name: g for g in (
     Group("10", "draft trees and cascades beside the chain", _per_source(("stdlib", "packages"), _tree_decoders, 7)),
     Group("11", "c and c_v of the shipped draft with int8 and fp32 draft weights",
           _per_source(("stdlib",), _cost_decoders, 3)),
+    Group("13", "batched plain and self-speculative decoding and the load policy at batch sizes 1 to 32",
+          _batch_units, _batch_detail),
 )}
 
 

@@ -1,7 +1,7 @@
 """``python -m labkit reference``: the quiet reference runs every comparative sentence of the lab is computed from.
 
     python -m labkit reference --list              # the groups, what each answers, the time each should take
-    python -m labkit reference                     # every group (about 15 minutes on 2 quiet cores, one thread)
+    python -m labkit reference                     # every group (about 17 minutes on 2 quiet cores, one thread)
     python -m labkit reference --only summary      # one group (repeatable, or comma-separated)
     python -m labkit reference --fast              # 2 prompts x 32 tokens: a minute or two, for a first file
     python -m labkit reference --force             # measure again what is already there
@@ -16,8 +16,10 @@ full). A finished group also gets a readable ``<group>.md``.
 
 The estimate (``--list``, printed before a run): decoders x prompts x new tokens x (repetitions + warm-up) x
 ``ms_per_token_guess`` (2.5 ms: between the plain loop's 3.4 and the drafted rows' 2 ms per token on a quiet
-2-core AMD EPYC, one thread). The default plan: the summary 6 prompts x 128 new tokens per source (sampling rows 2
-prompts), the notebook groups 4 x 64, 5 repetitions everywhere: about 15 minutes in all on that machine.
+2-core AMD EPYC, one thread), divided by √B for a batch unit of B rows (the batched loops' throughput grew 4-7x
+from batch 1 to 16 in ``docs/notes/batch_bench.stdout.txt``). The default plan: the summary 6 prompts x 128 new
+tokens per source (sampling rows 2 prompts), the notebook groups 4 x 64 (group 13: 16 or 32 prompts x 64 in
+batches), 5 repetitions everywhere: about 17 minutes in all on that machine.
 """
 from __future__ import annotations
 
@@ -38,6 +40,7 @@ from ...artifacts.models import load_model, model_folder
 from ...artifacts.prompts import benchmark_prompts, source_info
 from ...core.checks import check_int
 from ..bench.methods import shipped_draft
+from ..comparisons.batches import pack_rows
 from ..harness import Stopwatch, run_interleaved, summarise
 from ..machine import machine_info
 from .groups import GROUPS, Group, Unit
@@ -81,6 +84,8 @@ class ReferenceConfig:
 
     def size(self, group: str, unit: Unit) -> tuple[int, int]:
         """(prompts, new tokens) of one unit."""
+        if unit.prompts:                        # a batch unit: its own prompts (at least one per row)
+            return unit.prompts, self.group_tokens
         if group != "summary":
             return self.group_prompts, self.group_tokens
         return (self.sampling_prompts if unit.sampling else self.n_prompts), self.max_new_tokens
@@ -154,7 +159,8 @@ def estimate_seconds(config: ReferenceConfig, group: Group, ctx: Context) -> flo
     total = 0.0
     for unit in group.units(ctx):
         prompts, tokens = config.size(group.name, unit)
-        total += unit.expected * tokens * (prompts * config.repeats + 1) * config.ms_per_token_guess / 1e3
+        speed = unit.batch ** 0.5 if unit.batch else 1.0      # a batch's token: about 1/√B of one row's here
+        total += unit.expected * tokens * (prompts * config.repeats + 1) * config.ms_per_token_guess / 1e3 / speed
     return total
 
 
@@ -181,6 +187,8 @@ def _unit_rows(ctx: Context, group: Group, unit: Unit, progress: bool = False) -
     prompts, tokens = config.size(group.name, unit)
     decoders = unit.make()
     ids = ctx.prompt_ids(unit.source, prompts)
+    if unit.batch:                              # blocks of unit.batch rows, one batched call each
+        ids = pack_rows(ids, unit.batch)
     with torch.inference_mode():
         runs = run_interleaved(decoders, ids, max_new_tokens=tokens, repeats=config.repeats,
                                desc=f"{group.name}: {unit.key}", progress=progress)

@@ -40,3 +40,24 @@ def test_a_short_unit_runs_token_identical_to_the_plain_loop(ctx):
     rows = rr._unit_rows(ctx, group, unit)
     assert [r.method for r in rows][0] == PLAIN and all(r.identical for r in rows)
     assert all(r.repetitions == 5 and r.tokens == 32 for r in rows) and AA not in [r.method for r in rows]
+
+
+def test_the_batch_group_runs_every_batch_size_identical_to_the_batched_plain_loop(ctx):
+    from labkit.core.batch_decoding import LoadPolicy
+    from labkit.measure.comparisons.batches import BatchCalibration
+    from labkit.measure.costs.batch_costs import BatchCosts
+    from labkit.measure.reference.groups import BATCH_SIZES
+
+    group = GROUPS["13"]
+    units = group.units(ctx)
+    assert [u.batch for u in units] == list(BATCH_SIZES) and all(u.prompts >= max(16, u.batch) for u in units)
+    costs = BatchCosts([1, 2], [1, 2], 8, [1.0, 1.0], [0.5, 0.5], {1: [1.1, 1.1], 2: [1.2, 1.2]})
+    ctx._cache["batch calibration"] = BatchCalibration(costs, 0.8, 0.7, LoadPolicy((1, 2), (2, 0)))
+    unit = units[1]                                                     # batch 2
+    tokenizer = ctx.tokenizer()
+    ctx._cache["prompts:packages:16"] = [tokenizer(t, return_tensors="pt")["input_ids"]
+                                         for t in ("def add(a, b):", "import os\n", "class A:", "x = [")]
+    rows = rr._unit_rows(ctx, group, unit)
+    assert [r.method for r in rows] == ["plain loop, batch 2", "always on, batch 2", "load policy, batch 2"]
+    assert all(r.identical for r in rows) and rows[2].acceptance != rows[2].acceptance     # policy off at 2: NaN
+    assert group.detail(ctx)["calibration"]["policy"]["max_draft"] == [2, 0]
