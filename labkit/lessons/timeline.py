@@ -22,7 +22,7 @@ from .stepper import live_figure, step_controls, stepper_box
 __all__ = ["TraceReplayer", "demo_skip_set", "compare_drafters", "confidence_band_sentence", "verify_cost_sentence",
            "sampling_sentence", "sampling_speed_line", "drafters_sentence", "repetition_contrast",
            "repetition_sentence", "speed_sentence",
-           "starting_threshold", "measure_once", "row_speed_sentence", "carry_threshold", "threshold_step",
+           "starting_threshold", "measure_once", "median_run", "row_speed_sentence", "carry_threshold", "threshold_step",
            "carry_sentence"]
 
 
@@ -179,9 +179,11 @@ def sampling_sentence(greedy, sampled, policy=None) -> str:
     d, the drafts wasted per emitted token, and how far the adaptive threshold moved."""
     g, s = as_trace(greedy).summary(), as_trace(sampled).summary()
     waste = lambda x: (x["drafted"] - x["accepted"]) / x["emitted"]               # noqa: E731
-    text = (f"Accepted / drafted fell from {g['acceptance_rate']:.0%} (greedy) to {s['acceptance_rate']:.0%} and d "
-            f"from {g['drafted_per_step']:.1f} to {s['drafted_per_step']:.1f}, leaving {waste(s):.2f} wasted drafts "
-            f"per emitted token (greedy: {waste(g):.2f})")
+    moved = lambda a, b: "rose" if b > a else "fell" if b < a else "stayed"          # noqa: E731
+    gd, sd = round(g["drafted_per_step"], 1), round(s["drafted_per_step"], 1)
+    text = (f"Accepted / drafted {moved(round(g['acceptance_rate'], 2), round(s['acceptance_rate'], 2))} from "
+            f"{g['acceptance_rate']:.0%} (greedy) to {s['acceptance_rate']:.0%} and d {moved(gd, sd)} from "
+            f"{gd:.1f} to {sd:.1f}, leaving {waste(s):.2f} wasted drafts per emitted token (greedy: {waste(g):.2f})")
     text += (": a sampled draft survives with probability min(1, p/q), not whenever the argmax matches. "
              if waste(s) > waste(g) else "; sampling did not waste more drafts here. ")
     thresholds = [st.threshold for st in as_trace(sampled).steps if st.threshold is not None]
@@ -322,6 +324,16 @@ def measure_once(model, input_ids, *, skip: SkipSet, threshold: float, draft_mod
     rows["baseline"] = ["plain loop"] * len(rows)
     rows.loc[[sampled.label, plain_sampled.label], "baseline"] = plain_sampled.label
     return rows, runs
+
+
+def median_run(runs, method):
+    """The run of ``method`` (one prompt) whose repetition's ms/token is the median of the repetitions (the lower
+    middle for an even count): the repetition a figure should show beside :func:`measure_once`'s rows, whose
+    ms/token is the median, so that the figure's ms/token and the sentence's agree (the last repetition's need not)."""
+    reps = runs.records[method]
+    ms = [1e3 * sum(r.seconds for r in rep) / max(sum(r.n_new for r in rep), 1) for rep in reps]
+    middle = sorted(range(len(ms)), key=ms.__getitem__)[(len(ms) - 1) // 2]
+    return runs.results(method, middle)[0]
 
 
 def row_speed_sentence(rows, label: str, repeats: int, reference: str = "plain loop") -> str:

@@ -95,9 +95,10 @@ def redundancy_figure(paths: Mapping[str, Sequence], n_layers: int, *, band: tup
         _add_star(fig, label, skip, a, n_layers)
     if mark_ratio is not None:
         k = int(round(mark_ratio * blocks))
-        fig.add_vline(x=k, line_dash="dot", line_color="black",
-                      annotation_text=f"{k} of {blocks} skipped: " + ", ".join(notes),
-                      annotation_position="bottom right")       # the top is where the stars and their labels sit
+        fig.add_vline(x=k, line_dash="dot", line_color="black")
+        fig.add_annotation(x=k, y=0.1, xanchor="left", xshift=4, showarrow=False, bgcolor="rgba(255,255,255,0.8)",
+                           text=f"{k} of {blocks} skipped: " + ", ".join(notes))
+        # above the band's label (bottom left) and below the stars and their labels (top)
     fig.update_layout(
         title=title or "How much of the model can a draft drop? Best set found at each size (greedy elimination)",
         xaxis_title=f"blocks skipped (of {blocks}: {n_layers} attention + {n_layers} MLP)",

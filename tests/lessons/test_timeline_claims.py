@@ -40,6 +40,10 @@ def test_sampling_sentence_explains_the_slowdown_or_not():
     assert all(len(sentence.split()) <= 50 for sentence in text.split(". "))
     fine = trace([(4, 3)] * 5, ms_per_token=5.0, sampling=True)
     assert "did not waste more drafts" in tl.sampling_sentence(greedy, fine)
+    assert "Accepted / drafted fell from 75% (greedy) to 10% and d rose from 4.0 to 10.0" in text   # each its own verb
+    longer = trace([(2, 2)] * 5, ms_per_token=5.0, sampling=True)
+    assert "Accepted / drafted rose from 75% (greedy) to 100% and d fell from 4.0 to 2.0" in tl.sampling_sentence(
+        greedy, longer)
 
 
 def test_sampling_speed_is_against_plain_sampling_and_beside_the_reference():
@@ -136,3 +140,18 @@ def test_speed_sentence():
     assert "slower than plain decoding (0.63x" in tl.speed_sentence(R(ms_per_token=6.2), R(ms_per_token=3.9))
     assert "faster than plain decoding (1.59x" in tl.speed_sentence(R(ms_per_token=3.9), R(ms_per_token=6.2))
     assert "as fast as" in tl.speed_sentence(R(ms_per_token=4.0), R(ms_per_token=4.05))
+
+
+def test_median_run_is_the_repetition_whose_ms_per_token_the_rows_report():
+    """The figures of notebook 03 show this run, the sentences the rows' median: they must be the same repetition."""
+    import torch
+
+    from labkit.measure.harness import Method, RunRecord, Runs
+
+    method = Method("self-spec", "self-draft")
+    seconds = [0.30, 0.10, 0.20]                     # the last repetition is not the median one
+    runs = Runs([method], {method: [[RunRecord(s, 10, torch.zeros(1, 1), result=f"rep{i}")]
+                                    for i, s in enumerate(seconds)]})
+    assert tl.median_run(runs, method) == "rep2"          # 20 ms/token: the median of 30, 10, 20
+    runs.records[method].append([RunRecord(0.40, 10, torch.zeros(1, 1), result="rep3")])
+    assert tl.median_run(runs, method) == "rep2"          # even count: the lower middle (20 of 10, 20, 30, 40)
