@@ -19,7 +19,8 @@ from ..viz.timeline import HIGHLIGHT_NAME, as_trace, highlight_shape, step_times
 from ..viz.trace import step_html
 from .stepper import live_figure, step_controls, stepper_box
 
-__all__ = ["TraceReplayer", "demo_skip_set", "compare_drafters", "confidence_band_sentence", "verify_cost_sentence",
+__all__ = ["TraceReplayer", "demo_skip_set", "compare_drafters", "confidence_band_sentence", "stop_sentence",
+           "verify_cost_sentence",
            "sampling_sentence", "sampling_speed_line", "drafters_sentence", "repetition_contrast",
            "repetition_sentence", "speed_sentence",
            "starting_threshold", "measure_once", "median_run", "row_speed_sentence", "carry_threshold", "threshold_step",
@@ -135,6 +136,25 @@ def confidence_band_sentence(run, lo: float = 0.2, hi: float = 0.6) -> str:
     return (f"Of the {len(conf)} tokens this run drafted, {band:.0%} had a top-1 probability between {lo:g} and "
             f"{hi:g}, {above:.0%} at least {hi:g} and {below:.0%} below {lo:g}: where the threshold sits in that "
             f"spread decides how long drafts run.")
+
+
+def stop_sentence(run, steps: tuple[int, int] | None = None) -> str:
+    """The ringed stops of the confidence figure (steps ``steps``, inclusive, as the figure shows them): how many of
+    the tokens the draft stopped on were accepted anyway. Low confidence is a noisy guess of a wrong token; what the
+    stopped draft would have proposed next, no run can tell."""
+    trace = as_trace(run)
+    first, last = steps if steps is not None else (0, len(trace.steps) - 1)
+    window = trace.steps[max(0, first):last + 1]
+    stops = [s for s in window if s.threshold is not None and s.n_drafted and s.confidence[-1] < s.threshold]
+    if not stops:
+        return "In the steps shown no draft stopped on low confidence."
+    kept = sum(s.n_accepted == s.n_drafted for s in stops)
+    text = (f"In the steps shown, {len(stops)} drafts stopped on a token below the threshold, and the target accepted "
+            f"that token {kept} time{'s' if kept != 1 else ''}")
+    if kept * 2 > len(stops):
+        return text + (": confidence is a noisy guide here, and a lower threshold would have let those drafts run on "
+                       "(whether their next tokens would have survived, this run cannot tell).")
+    return text + ": most stops were on tokens the target rejected, as the threshold intends."
 
 
 def verify_cost_sentence(run, plain_ms_per_token: float) -> str:

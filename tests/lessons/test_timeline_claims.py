@@ -155,3 +155,15 @@ def test_median_run_is_the_repetition_whose_ms_per_token_the_rows_report():
     assert tl.median_run(runs, method) == "rep2"          # 20 ms/token: the median of 30, 10, 20
     runs.records[method].append([RunRecord(0.40, 10, torch.zeros(1, 1), result="rep3")])
     assert tl.median_run(runs, method) == "rep2"          # even count: the lower middle (20 of 10, 20, 30, 40)
+
+
+def test_stop_sentence_counts_the_ringed_stops_the_target_accepted():
+    accepted = trace([(3, 3), (2, 2), (2, 1)], conf=0.3, threshold=0.6)       # every step stopped below 0.6
+    text = tl.stop_sentence(accepted)
+    assert "3 drafts stopped on a token below the threshold, and the target accepted that token 2 times" in text
+    assert "a lower threshold would have let those drafts run on" in text and len(text.split()) <= 50
+    rejected = trace([(3, 1), (2, 0), (2, 2)], conf=0.3, threshold=0.6)
+    assert "most stops were on tokens the target rejected" in tl.stop_sentence(rejected)
+    assert "accepted that token 1 time:" in tl.stop_sentence(rejected, steps=(0, 2))
+    assert "no draft stopped" in tl.stop_sentence(trace([(3, 3)], conf=0.9, threshold=0.6))
+    assert "2 drafts stopped" in tl.stop_sentence(accepted, steps=(1, 2))             # the figure's window only
