@@ -101,7 +101,7 @@ def test_a_wide_live_range_says_it_cannot_separate_the_cell():
 
 def test_summary_follows_the_grid():
     bullets = pc.summary(make_grid(HUMP), make_grid(lambda i, j: 0.9, name="plain"), S)
-    assert "peaks at skip ratio 0.500 (inside the range)" in bullets[0]
+    assert "peaks at skip ratio 0.500 (between the ends of the axis)" in bullets[0]
     assert len(bullets) == 4 and "`plain` peaks at 0.90×" in bullets[2]
     apart = make_grid(lambda i, j: [1.5, 1.3, 1.1][j], acceptance=lambda i, j: [0.6, 0.8, 0.95][j])
     assert "is not the one with the highest" in pc.summary(apart, None, S)[1]

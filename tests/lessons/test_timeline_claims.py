@@ -167,3 +167,19 @@ def test_stop_sentence_counts_the_ringed_stops_the_target_accepted():
     assert "accepted that token 1 time:" in tl.stop_sentence(rejected, steps=(0, 2))
     assert "no draft stopped" in tl.stop_sentence(trace([(3, 3)], conf=0.9, threshold=0.6))
     assert "2 drafts stopped" in tl.stop_sentence(accepted, steps=(1, 2))             # the figure's window only
+
+
+def test_median_run_carries_the_harness_timing_into_its_trace():
+    """A figure of the median run must print the table's ms/token: the harness's seconds, not the decoder's clock."""
+    import torch
+
+    from labkit.core.decoding import GenerationResult
+    from labkit.measure.harness import Method, RunRecord, Runs
+
+    method = Method("self-spec", "self-draft")
+    t = trace([(3, 2)] * 4, ms_per_token=5.0)                     # 12 tokens, the decoder's clock: 60 ms
+    result = GenerationResult(torch.zeros(1, 15, dtype=torch.long), t, 3, t.total_s)
+    runs = Runs([method], {method: [[RunRecord(0.066, 12, result.sequences, result=result)]]})
+    shown = tl.median_run(runs, method)
+    assert shown.trace.summary()["ms_per_token_with_prefill"] == 5.5 and shown.elapsed_s == 0.066
+    assert t.total_s == 0.06                                      # the recorded run itself is left as it was
