@@ -25,7 +25,8 @@ __all__ = ["TraceReplayer", "demo_skip_set", "compare_drafters", "confidence_ban
            "verify_cost_sentence",
            "sampling_sentence", "sampling_speed_line", "drafters_sentence", "repetition_contrast",
            "repetition_sentence", "speed_sentence",
-           "starting_threshold", "measure_once", "median_run", "row_speed_sentence", "carry_threshold", "threshold_step",
+           "starting_threshold", "measure_once", "median_run", "row_speed_sentence", "carry_threshold",
+           "threshold_step",
            "carry_sentence"]
 
 
