@@ -163,7 +163,8 @@ def best_so_far_figure(curves: Mapping[str, Sequence[Sequence[float]]], *, basel
                                showarrow=False, xanchor="left", yanchor="bottom", font=dict(size=11))
     fig.update_layout(title=title or f"Best skip set found so far, by sampler ({n_seeds} seeds)",
                       xaxis_title="trials run", yaxis_title="best ms per token so far (lower: better)",
-                      legend=dict(orientation="h", y=-0.2, x=0), margin=dict(r=190), **layout)
+                      legend=dict(orientation="h", y=-0.22, yanchor="top", x=0), margin=dict(r=190, b=150),
+                      height=540, **layout)
     return fig
 
 
