@@ -122,13 +122,14 @@ def who_wins(values: Mapping[str, float], *, lower_is_better: bool, what: str, s
 
 
 def peak(xs: Sequence[float], ys: Sequence[float]) -> tuple[int, str]:
-    """(index of the highest y, 'inside the range' | 'at the lowest … of the range' | 'at the highest …')."""
+    """(index of the highest y, 'between the ends of the axis' | 'at the lowest end of the axis' | 'at the highest …').
+    Not 'inside the range': beside a min–max that read as if the value lay inside its own noise range."""
     valid = [i for i, y in enumerate(ys) if not is_missing(y)]
     if not valid:
         raise ValueError("peak needs at least one measured value")
     i = max(valid, key=lambda j: ys[j])
-    where = ("inside the range" if 0 < i < len(xs) - 1 else
-             "at the lowest end of the range" if i == 0 else "at the highest end of the range")
+    where = ("between the ends of the axis" if 0 < i < len(xs) - 1 else
+             "at the lowest end of the axis" if i == 0 else "at the highest end of the axis")
     return i, where
 
 

@@ -74,7 +74,8 @@ def config_differences(a, b) -> list[str]:
 
 def search_story_sentence(searched, trained_path, handmade, searched_name: str = "the priced search") -> str:
     """What the search found, told straight: did it rediscover the trained draft path (the blocks the model was
-    trained to skip), and what else separates its pick from the hand-made draft built on that path."""
+    trained to skip), and what else separates its pick from the hand-made draft built on that path. No verdict on
+    speed: a difference is not a gain until the reference run times both (:func:`reference_search_sentences`)."""
     if trained_path is None:
         return f"This model has no trained draft path: {searched_name} had to find the set itself."
     blocks = lambda k: {("attention", i) for i in k.attention} | {("mlp", i) for i in k.mlp}      # noqa: E731
@@ -90,7 +91,8 @@ def search_story_sentence(searched, trained_path, handmade, searched_name: str =
         return head + f". Its pick differs from the hand-made draft in {join(['the skip set', *rest])}."
     if not rest:
         return head + ", with the hand-made draft's weights and stop rule: it adds nothing beyond that path."
-    return head + f". Its pick differs from the hand-made draft on that path only in {join(rest)}: that is its gain."
+    return head + (f". Its pick differs from the hand-made draft on that path only in {join(rest)}; whether that "
+                   f"pays is read from the reference run, which times both.")
 
 
 def searches_frame(rows: dict):

@@ -312,10 +312,15 @@ def acceptance_sentence(alpha: float, measured: float, d: float, probe_share: fl
     if prompt_agreement is not None:
         on_prompt = expected_accepted_per_drafted(prompt_agreement, d)
         explained = abs(on_prompt - measured) <= 0.5 * abs(iid - measured)
-        return text + (f"On this prompt the teacher-forced agreement is {prompt_agreement:.3f}, which predicts "
-                       f"{on_prompt:.3f}: " + ("the new text explains most of the gap." if explained else
-                                              "the text does not explain it; the condition does (the draft reads "
-                                              "keys and values the full model wrote)."))
+        if explained:
+            why = "the new text explains most of the gap."
+        elif on_prompt < measured:
+            why = "the new text explains all of the gap (this prompt is harder for the draft than the probe's)."
+        else:
+            why = ("the text does not explain it; what is left is the condition (the draft reads keys and values "
+                   "the full model wrote).")
+        return text + f"On this prompt the teacher-forced agreement is {prompt_agreement:.3f}, which predicts " \
+                      f"{on_prompt:.3f}: " + why
     return text + ("The condition: a real draft reads keys and values the full model wrote when it verified, the probe "
                    "its own. This one run does not separate the two.")
 

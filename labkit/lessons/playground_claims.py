@@ -247,9 +247,9 @@ def _int8_effect(grid: PlaygroundGrid, s: Setting) -> str:
     text += {-1: ". int8 shrinks the matrix products only, not the per-module framework work that is most of "
                  "this small model's step (notebook 11)",
              0: " (here the int8 drafts were not measurably cheaper)",
-             1: " (on this machine the int8 kernel cost more than the bytes it saves)"}[change]
+             1: " (in this grid the int8 kernel cost more than the bytes it saves)"}[change]
     fa, ia = f["acceptance_rate"], i["acceptance_rate"]
-    text += (f". Accepted / drafted stays at about the same ({num(fa)} with fp32, {num(ia)} with int8)"
+    text += (f". Accepted / drafted stays about the same ({num(fa)} with fp32, {num(ia)} with int8)"
              if direction(fa, ia) == 0 and not (is_missing(fa) or is_missing(ia)) else
              f". {trend(fa, ia, 'Accepted / drafted')}")
     if i.get("identical_to_plain") is True:

@@ -81,7 +81,11 @@ def describe_trend(xs, ys, what: str, *, x_name: str = "T", fmt: str = ".2f", to
         return f"{what} stays at about {yv[0]:{fmt}} from {x_name} = {xv[0]:g} to {xv[-1]:g}"
     direction = _monotone(yv, eps)
     if direction:
-        return f"{what} {'rises' if direction > 0 else 'falls'} from {at(0)} to {at(-1)}"
+        verb = "rises" if direction > 0 else "falls"
+        if any((b - a) * direction < 0 for a, b in zip(yv, yv[1:])):       # a step back, within the tolerance
+            lo = yv.index(min(yv)) if direction > 0 else yv.index(max(yv))
+            return f"{what} {verb} overall from {at(0)} to {at(-1)}, not steadily ({at(lo)})"
+        return f"{what} {verb} from {at(0)} to {at(-1)}"
     turns = [i for i in (yv.index(max(yv)), yv.index(min(yv))) if 0 < i < len(yv) - 1]
     if not turns:
         verb = "rises" if yv[-1] > yv[0] else "falls"

@@ -4,6 +4,8 @@ one prompt drafted two ways, repetitive against novel text, and the sentences th
 from __future__ import annotations
 
 import contextlib
+import copy
+import dataclasses
 
 import numpy as np
 import torch
@@ -19,10 +21,12 @@ from ..viz.timeline import HIGHLIGHT_NAME, as_trace, highlight_shape, step_times
 from ..viz.trace import step_html
 from .stepper import live_figure, step_controls, stepper_box
 
-__all__ = ["TraceReplayer", "demo_skip_set", "compare_drafters", "confidence_band_sentence", "verify_cost_sentence",
+__all__ = ["TraceReplayer", "demo_skip_set", "compare_drafters", "confidence_band_sentence", "stop_sentence",
+           "verify_cost_sentence",
            "sampling_sentence", "sampling_speed_line", "drafters_sentence", "repetition_contrast",
            "repetition_sentence", "speed_sentence",
-           "starting_threshold", "measure_once", "row_speed_sentence", "carry_threshold", "threshold_step",
+           "starting_threshold", "measure_once", "median_run", "row_speed_sentence", "carry_threshold",
+           "threshold_step",
            "carry_sentence"]
 
 
@@ -137,6 +141,25 @@ def confidence_band_sentence(run, lo: float = 0.2, hi: float = 0.6) -> str:
             f"spread decides how long drafts run.")
 
 
+def stop_sentence(run, steps: tuple[int, int] | None = None) -> str:
+    """The ringed stops of the confidence figure (steps ``steps``, inclusive, as the figure shows them): how many of
+    the tokens the draft stopped on were accepted anyway. Low confidence is a noisy guess of a wrong token; what the
+    stopped draft would have proposed next, no run can tell."""
+    trace = as_trace(run)
+    first, last = steps if steps is not None else (0, len(trace.steps) - 1)
+    window = trace.steps[max(0, first):last + 1]
+    stops = [s for s in window if s.threshold is not None and s.n_drafted and s.confidence[-1] < s.threshold]
+    if not stops:
+        return "In the steps shown no draft stopped on low confidence."
+    kept = sum(s.n_accepted == s.n_drafted for s in stops)
+    text = (f"In the steps shown, {len(stops)} drafts stopped on a token below the threshold, and the target accepted "
+            f"that token {kept} time{'s' if kept != 1 else ''}")
+    if kept * 2 > len(stops):
+        return text + (": confidence is a noisy guide here, and a lower threshold would have let those drafts run on "
+                       "(whether their next tokens would have survived, this run cannot tell).")
+    return text + ": most stops were on tokens the target rejected, as the threshold intends."
+
+
 def verify_cost_sentence(run, plain_ms_per_token: float) -> str:
     """What a verify pass cost in this run, per step and against one plain token (c_v), and why it can be cheap."""
     s = as_trace(run).summary()
@@ -179,9 +202,11 @@ def sampling_sentence(greedy, sampled, policy=None) -> str:
     d, the drafts wasted per emitted token, and how far the adaptive threshold moved."""
     g, s = as_trace(greedy).summary(), as_trace(sampled).summary()
     waste = lambda x: (x["drafted"] - x["accepted"]) / x["emitted"]               # noqa: E731
-    text = (f"Accepted / drafted fell from {g['acceptance_rate']:.0%} (greedy) to {s['acceptance_rate']:.0%} and d "
-            f"from {g['drafted_per_step']:.1f} to {s['drafted_per_step']:.1f}, leaving {waste(s):.2f} wasted drafts "
-            f"per emitted token (greedy: {waste(g):.2f})")
+    moved = lambda a, b: "rose" if b > a else "fell" if b < a else "stayed"          # noqa: E731
+    gd, sd = round(g["drafted_per_step"], 1), round(s["drafted_per_step"], 1)
+    text = (f"Accepted / drafted {moved(round(g['acceptance_rate'], 2), round(s['acceptance_rate'], 2))} from "
+            f"{g['acceptance_rate']:.0%} (greedy) to {s['acceptance_rate']:.0%} and d {moved(gd, sd)} from "
+            f"{gd:.1f} to {sd:.1f}, leaving {waste(s):.2f} wasted drafts per emitted token (greedy: {waste(g):.2f})")
     text += (": a sampled draft survives with probability min(1, p/q), not whenever the argmax matches. "
              if waste(s) > waste(g) else "; sampling did not waste more drafts here. ")
     thresholds = [st.threshold for st in as_trace(sampled).steps if st.threshold is not None]
@@ -322,6 +347,24 @@ def measure_once(model, input_ids, *, skip: SkipSet, threshold: float, draft_mod
     rows["baseline"] = ["plain loop"] * len(rows)
     rows.loc[[sampled.label, plain_sampled.label], "baseline"] = plain_sampled.label
     return rows, runs
+
+
+def median_run(runs, method):
+    """The run of ``method`` (one prompt) whose repetition's ms/token is the median of the repetitions (the lower
+    middle for an even count): the repetition a figure should show beside :func:`measure_once`'s rows, whose
+    ms/token is the median (the last repetition's need not be). Its trace carries the harness's timing of that call
+    (the whole call, as the rows time it; the decoder's own clock starts a little later), so that the figure's
+    ms/token and the sentence's are one number."""
+    reps = runs.records[method]
+    ms = [1e3 * sum(r.seconds for r in rep) / max(sum(r.n_new for r in rep), 1) for rep in reps]
+    middle = sorted(range(len(ms)), key=ms.__getitem__)[(len(ms) - 1) // 2]
+    record = reps[middle][0]
+    out = record.result
+    if getattr(out, "trace", None) is None:
+        return out
+    trace = copy.copy(out.trace)
+    trace.total_s = record.seconds
+    return dataclasses.replace(out, trace=trace, elapsed_s=record.seconds)
 
 
 def row_speed_sentence(rows, label: str, repeats: int, reference: str = "plain loop") -> str:

@@ -76,8 +76,10 @@ def redundancy_figure(paths: Mapping[str, Sequence], n_layers: int, *, band: tup
     fig = go.Figure()
     if band is not None:
         lo, hi = band
-        fig.add_vrect(x0=lo * blocks, x1=hi * blocks, fillcolor="#cccccc", opacity=0.25, line_width=0,
-                      annotation_text=band_label, annotation_position="bottom left")
+        fig.add_vrect(x0=lo * blocks, x1=hi * blocks, fillcolor="#cccccc", opacity=0.25, line_width=0)
+        fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=f"shaded: {band_label}", hoverinfo="skip",
+                                 marker=dict(symbol="square", size=14, color="#cccccc")))   # in the legend, not on
+        # the plot: a label there crossed the 50 % line and the legend in a notebook-wide figure
     notes = []
     for i, (name, part) in enumerate(df.groupby("model", sort=False)):
         colour = MODEL_COLORS[i % len(MODEL_COLORS)]
@@ -95,9 +97,10 @@ def redundancy_figure(paths: Mapping[str, Sequence], n_layers: int, *, band: tup
         _add_star(fig, label, skip, a, n_layers)
     if mark_ratio is not None:
         k = int(round(mark_ratio * blocks))
-        fig.add_vline(x=k, line_dash="dot", line_color="black",
-                      annotation_text=f"{k} of {blocks} skipped: " + ", ".join(notes),
-                      annotation_position="bottom right")       # the top is where the stars and their labels sit
+        fig.add_vline(x=k, line_dash="dot", line_color="black")
+        fig.add_annotation(x=k, y=0.1, xanchor="left", xshift=4, showarrow=False, bgcolor="rgba(255,255,255,0.8)",
+                           text=f"{k} of {blocks} skipped: " + ", ".join(notes))
+        # above the legend's height and below the stars and their labels (top)
     fig.update_layout(
         title=title or "How much of the model can a draft drop? Best set found at each size (greedy elimination)",
         xaxis_title=f"blocks skipped (of {blocks}: {n_layers} attention + {n_layers} MLP)",

@@ -15,49 +15,63 @@ from .style import MODEL_COLORS, PALETTE
 __all__ = ["cost_breakdown_figure", "verify_cost_figure", "predicted_cost_figure"]
 
 
+def _breakdown_columns(cm, pooled: bool) -> tuple[list[str], list[list]]:
+    """x labels and the (attention, MLP, overhead) bar heights of :func:`cost_breakdown_figure`: one bar per layer
+    and their mean, or, when the fit pooled every layer to one cost, one layer and all L of them."""
+    L = cm.n_layers
+    parts = (list(cm.attention_ms), list(cm.mlp_ms), list(cm.layer_ms))
+    if pooled:
+        return ["fixed", "one layer", f"all {L} layers"], [[None, v[0], sum(v)] for v in parts]
+    return (["fixed"] + [str(l) for l in range(L)] + ["mean layer"],
+            [[None] + v + [sum(v) / L] for v in parts])
+
+
 def cost_breakdown_figure(cost_model, *, title: str | None = None) -> go.Figure:
     """Stacked bars: each layer's fitted attention, MLP and layer-overhead ms, their mean over layers, and the
-    fixed ms of every forward."""
+    fixed ms of every forward. When every layer has the same cost (a tied model, or a fit that pooled the layers
+    completely) eight identical bars would say nothing: one layer and all L layers are drawn instead."""
     cm = cost_model
     L = cm.n_layers
-    x = ["fixed"] + [str(l) for l in range(L)] + ["mean layer"]
     total_att, total_mlp, total_layer = sum(cm.attention_ms), sum(cm.mlp_ms), sum(cm.layer_ms)
     full = cm.draft_ms(SkipSet())
+    visible = 5e-3 * full / L                  # half a percent of a layer's share: below it, bars look identical
+    scatter = any(max(v) - min(v) > max(1e-3 * abs(sum(v) / L), visible)
+                  for v in (cm.attention_ms, cm.mlp_ms, cm.layer_ms))
+    x, (att, mlp, layer) = _breakdown_columns(cm, pooled=not scatter)
 
     def share(v: float) -> str:
         return f"{v:.2f} ms in all, {v / full:.0%}"
 
     fig = go.Figure()
-    fig.add_trace(go.Bar(x=x, y=[cm.fixed_ms] + [None] * (L + 1),
+    fig.add_trace(go.Bar(x=x, y=[cm.fixed_ms] + [None] * (len(x) - 1),
                          name=f"fixed per forward: embedding, final norm, LM head, framework ({share(cm.fixed_ms)})",
                          marker_color=PALETTE["fixed"],
                          hovertemplate="fixed: %{y:.3f} ms<extra></extra>"))
-    fig.add_trace(go.Bar(x=x, y=[None] + list(cm.attention_ms) + [total_att / L],
-                         name=f"attention block ({share(total_att)})", marker_color=PALETTE["attention"],
-                         hovertemplate="layer %{x} attention: %{y:.3f} ms<extra></extra>"))
-    fig.add_trace(go.Bar(x=x, y=[None] + list(cm.mlp_ms) + [total_mlp / L], name=f"MLP block ({share(total_mlp)})",
-                         marker_color=PALETTE["mlp"], hovertemplate="layer %{x} MLP: %{y:.3f} ms<extra></extra>"))
-    fig.add_trace(go.Bar(x=x, y=[None] + list(cm.layer_ms) + [total_layer / L],
+    fig.add_trace(go.Bar(x=x, y=att, name=f"attention block ({share(total_att)})", marker_color=PALETTE["attention"],
+                         hovertemplate="%{x} attention: %{y:.3f} ms<extra></extra>"))
+    fig.add_trace(go.Bar(x=x, y=mlp, name=f"MLP block ({share(total_mlp)})",
+                         marker_color=PALETTE["mlp"], hovertemplate="%{x} MLP: %{y:.3f} ms<extra></extra>"))
+    fig.add_trace(go.Bar(x=x, y=layer,
                          name=f"layer overhead, saved only when both blocks are skipped ({share(total_layer)})",
                          marker_color=PALETTE["layer_overhead"],
-                         hovertemplate="layer %{x} overhead: %{y:.3f} ms<extra></extra>"))
+                         hovertemplate="%{x} overhead: %{y:.3f} ms<extra></extra>"))
     r2 = cm.fit.get("r2")
     threads = cm.machine.get("torch_threads")
     sub = (f"one-token step of the full model = {cm.full_step_ms:.2f} ms"
            + (f" on {threads} thread{'s' if threads != 1 else ''}" if threads else "")
            + (f"; block costs fitted over {cm.fit.get('n_sets', '?')} skip sets, R² = {r2:.2f}"
               if r2 is not None and not math.isnan(r2) else ""))
-    scatter = any(max(v) - min(v) > 1e-3 * max(abs(sum(v) / L), 1e-12)
-                  for v in (cm.attention_ms, cm.mlp_ms, cm.layer_ms))
     if cm.fit.get("tied"):
         sub += "<br>tied: every layer at the mean of the fitted per-layer costs"
+    elif not scatter:
+        sub += "<br>pooled: the layers did not differ beyond the timing noise, so every layer gets one shared cost"
     elif r2 is not None and not math.isnan(r2) and r2 < 0.97:
-        sub += ("<br>single layers scatter (a regression on noisy timings); their sums and the mean layer are reliable"
-                if scatter else "<br>a fit to noisy timings (R² below 0.97): read the totals rather than single bars")
+        sub += "<br>single layers scatter (a regression on noisy timings); their sums and the mean layer are reliable"
     fig.update_layout(
         barmode="stack", title=title or f"Where one forward of {cm.model or 'the model'} spends its time<br>"
                                         f"<sup>{sub}</sup>",
-        xaxis_title="decoder layer (fixed: paid by every forward; mean layer: the average of layers 0..L-1)",
+        xaxis_title=("fixed: paid by every forward; " + ("one layer, and all of them together" if not scatter else
+                                                         "decoder layer; mean layer: the average of layers 0..L-1")),
         yaxis_title="ms per one-token forward",
         legend=dict(orientation="h", yanchor="top", y=-0.2, x=0, traceorder="normal"), height=540,
         margin=dict(t=110),

@@ -257,8 +257,9 @@ def model_comparison_figure(grids: dict[str, PlaygroundGrid], setting: Setting |
                                  legendgroup=name, mode="lines",
                                  line=dict(color=MODEL_COLORS[i % len(MODEL_COLORS)], dash="dash", width=1.5)),
                       row=1, col=2)
-    fig.add_hline(y=1.0, line=dict(color="black", width=1, dash="dot"), row=1, col=2,
-                  annotation_text="plain decoding", annotation_position="top left")
+    fig.add_hline(y=1.0, line=dict(color="black", width=1, dash="dot"), row=1, col=2)
+    fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines", name="plain decoding (1×)", hoverinfo="skip",
+                             line=dict(color="black", width=1, dash="dot")), row=1, col=2)   # the line's legend entry
     fig.update_yaxes(title_text="accepted / drafted", range=[0, 1.05], row=1, col=1)
     speedups = [v for g in grids.values() for m in ("speedup_min", "speedup_max", "analytic_speedup")
                 for v in g.vs_ratio(m, g.nearest(threshold=s0.threshold, max_draft=s0.max_draft, policy=s0.policy,

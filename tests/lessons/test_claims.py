@@ -31,9 +31,9 @@ def test_who_wins_names_the_winner_and_turns_when_the_numbers_do():
 
 
 def test_peak_inside_or_at_an_edge():
-    assert claims.peak([0, 1, 2], [1.0, 2.0, 1.5]) == (1, "inside the range")
-    assert claims.peak([0, 1, 2], [3.0, 2.0, 1.5]) == (0, "at the lowest end of the range")
-    assert claims.peak([0, 1, 2], [1.0, 2.0, 2.5]) == (2, "at the highest end of the range")
+    assert claims.peak([0, 1, 2], [1.0, 2.0, 1.5]) == (1, "between the ends of the axis")
+    assert claims.peak([0, 1, 2], [3.0, 2.0, 1.5]) == (0, "at the lowest end of the axis")
+    assert claims.peak([0, 1, 2], [1.0, 2.0, 2.5]) == (2, "at the highest end of the axis")
     assert claims.peak([0, 1, 2], [math.nan, 2.0, 1.0])[0] == 1
     with pytest.raises(ValueError):
         claims.peak([0], [math.nan])

@@ -101,7 +101,7 @@ def test_a_wide_live_range_says_it_cannot_separate_the_cell():
 
 def test_summary_follows_the_grid():
     bullets = pc.summary(make_grid(HUMP), make_grid(lambda i, j: 0.9, name="plain"), S)
-    assert "peaks at skip ratio 0.500 (inside the range)" in bullets[0]
+    assert "peaks at skip ratio 0.500 (between the ends of the axis)" in bullets[0]
     assert len(bullets) == 4 and "`plain` peaks at 0.90×" in bullets[2]
     apart = make_grid(lambda i, j: [1.5, 1.3, 1.1][j], acceptance=lambda i, j: [0.6, 0.8, 0.95][j])
     assert "is not the one with the highest" in pc.summary(apart, None, S)[1]
@@ -131,7 +131,7 @@ def test_weights_sentence_names_the_faster_weights_or_the_noise():
     assert "vs 1.42× with fp32 (min–max 1.40–1.44), beyond the noise" in faster
     assert "cut the draft cost c from 0.55 to 0.30 of a plain step" in faster and "matrix products only" in faster
     assert "streaming" not in faster and "quarter of the bytes" not in faster
-    assert "Accepted / drafted stays at about the same (" in faster and "token-identical" in faster
+    assert "Accepted / drafted stays about the same (" in faster and "token-identical" in faster
     assert "with fp32, " in faster and "with int8)" in faster     # both values: the table shows the int8 one
     slower = pc.weights_sentence(make_grid(HUMP, int8=SLOWER))
     assert slower.startswith("The fastest cell reads fp32 draft weights: 1.42×") and "vs 1.12× with int8" in slower

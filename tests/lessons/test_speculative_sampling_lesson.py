@@ -20,6 +20,8 @@ def test_describe_trend_follows_the_data():
     assert "rises from 0.50 at T = 0.5 to 0.70 at T = 1.5" in lesson.describe_trend(t, [0.5, 0.6, 0.7], "α")
     assert "falls from 0.70 at T = 0.5 to 0.50 at T = 1.5" in lesson.describe_trend(t, [0.7, 0.6, 0.5], "α")
     assert "stays at about 0.60" in lesson.describe_trend(t, [0.6, 0.605, 0.6], "α")
+    dip = lesson.describe_trend(t, [0.77, 0.76, 0.82], "α")            # 05's FAST sweep: a dip inside the tolerance
+    assert "rises overall from 0.77 at T = 0.5 to 0.82 at T = 1.5, not steadily (0.76 at T = 1)" in dip
     turning = lesson.describe_trend(t, [0.6, 0.4, 0.7], "α")
     assert "falls from 0.60" in turning and "to 0.40 at T = 1" in turning and "then rises to 0.70" in turning
     assert "fewer than two" in lesson.describe_trend([1.0], [0.3], "α")

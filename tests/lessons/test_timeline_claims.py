@@ -40,6 +40,10 @@ def test_sampling_sentence_explains_the_slowdown_or_not():
     assert all(len(sentence.split()) <= 50 for sentence in text.split(". "))
     fine = trace([(4, 3)] * 5, ms_per_token=5.0, sampling=True)
     assert "did not waste more drafts" in tl.sampling_sentence(greedy, fine)
+    assert "Accepted / drafted fell from 75% (greedy) to 10% and d rose from 4.0 to 10.0" in text   # each its own verb
+    longer = trace([(2, 2)] * 5, ms_per_token=5.0, sampling=True)
+    assert "Accepted / drafted rose from 75% (greedy) to 100% and d fell from 4.0 to 2.0" in tl.sampling_sentence(
+        greedy, longer)
 
 
 def test_sampling_speed_is_against_plain_sampling_and_beside_the_reference():
@@ -136,3 +140,46 @@ def test_speed_sentence():
     assert "slower than plain decoding (0.63x" in tl.speed_sentence(R(ms_per_token=6.2), R(ms_per_token=3.9))
     assert "faster than plain decoding (1.59x" in tl.speed_sentence(R(ms_per_token=3.9), R(ms_per_token=6.2))
     assert "as fast as" in tl.speed_sentence(R(ms_per_token=4.0), R(ms_per_token=4.05))
+
+
+def test_median_run_is_the_repetition_whose_ms_per_token_the_rows_report():
+    """The figures of notebook 03 show this run, the sentences the rows' median: they must be the same repetition."""
+    import torch
+
+    from labkit.measure.harness import Method, RunRecord, Runs
+
+    method = Method("self-spec", "self-draft")
+    seconds = [0.30, 0.10, 0.20]                     # the last repetition is not the median one
+    runs = Runs([method], {method: [[RunRecord(s, 10, torch.zeros(1, 1), result=f"rep{i}")]
+                                    for i, s in enumerate(seconds)]})
+    assert tl.median_run(runs, method) == "rep2"          # 20 ms/token: the median of 30, 10, 20
+    runs.records[method].append([RunRecord(0.40, 10, torch.zeros(1, 1), result="rep3")])
+    assert tl.median_run(runs, method) == "rep2"          # even count: the lower middle (20 of 10, 20, 30, 40)
+
+
+def test_stop_sentence_counts_the_ringed_stops_the_target_accepted():
+    accepted = trace([(3, 3), (2, 2), (2, 1)], conf=0.3, threshold=0.6)       # every step stopped below 0.6
+    text = tl.stop_sentence(accepted)
+    assert "3 drafts stopped on a token below the threshold, and the target accepted that token 2 times" in text
+    assert "a lower threshold would have let those drafts run on" in text and len(text.split()) <= 50
+    rejected = trace([(3, 1), (2, 0), (2, 2)], conf=0.3, threshold=0.6)
+    assert "most stops were on tokens the target rejected" in tl.stop_sentence(rejected)
+    assert "accepted that token 1 time:" in tl.stop_sentence(rejected, steps=(0, 2))
+    assert "no draft stopped" in tl.stop_sentence(trace([(3, 3)], conf=0.9, threshold=0.6))
+    assert "2 drafts stopped" in tl.stop_sentence(accepted, steps=(1, 2))             # the figure's window only
+
+
+def test_median_run_carries_the_harness_timing_into_its_trace():
+    """A figure of the median run must print the table's ms/token: the harness's seconds, not the decoder's clock."""
+    import torch
+
+    from labkit.core.decoding import GenerationResult
+    from labkit.measure.harness import Method, RunRecord, Runs
+
+    method = Method("self-spec", "self-draft")
+    t = trace([(3, 2)] * 4, ms_per_token=5.0)                     # 12 tokens, the decoder's clock: 60 ms
+    result = GenerationResult(torch.zeros(1, 15, dtype=torch.long), t, 3, t.total_s)
+    runs = Runs([method], {method: [[RunRecord(0.066, 12, result.sequences, result=result)]]})
+    shown = tl.median_run(runs, method)
+    assert shown.trace.summary()["ms_per_token_with_prefill"] == 5.5 and shown.elapsed_s == 0.066
+    assert t.total_s == 0.06                                      # the recorded run itself is left as it was

@@ -31,6 +31,8 @@ def test_redundancy_figure(paths):
     assert [t.name for t in lines] == ["a", "b"] and list(lines[0].x) == list(range(9))
     assert fig.layout.shapes[0].x0 == 2.0 and fig.layout.shapes[0].x1 == pytest.approx(5.2)
     assert any("4 of 8 skipped" in a.text for a in fig.layout.annotations)
+    assert [t.name for t in fig.data if t.mode == "markers"] == ["shaded: trained"]     # the band in the legend
+    assert not any("trained" in (a.text or "") for a in fig.layout.annotations)
     assert fig.layout.xaxis.title.text and fig.layout.yaxis.title.text
     assert len(agrv.redundancy_figure(paths, 4, mark_ratio=None).layout.shapes) == 0
     trained = SkipSet(attention=[1, 3], mlp=[2])

@@ -11,19 +11,23 @@ from tiny_probes import paths, tiny, toy_cost_model  # noqa: F401 (fixtures)
 
 
 def test_cost_breakdown_figure_stacks_every_block():
-    cm = toy_cost_model()
+    cm = toy_cost_model()                               # every layer at the same cost: one layer and all of them
     fig = costv.cost_breakdown_figure(cm)
     assert fig.layout.barmode == "stack" and len(fig.data) == 4
     fixed, att, mlp, over = fig.data
-    assert list(att.x) == ["fixed", "0", "1", "2", "3", "mean layer"]
-    assert fixed.y[0] == 1.0 and list(att.y[1:]) == [0.5] * 5 and list(mlp.y[1:]) == [0.75] * 5
-    assert list(over.y[1:]) == [0.25] * 5
-    assert "7.00 ms" in fig.layout.title.text and "noisy" in fig.layout.title.text      # R^2 0.9 < 0.97
+    assert list(att.x) == ["fixed", "one layer", "all 4 layers"]
+    assert fixed.y[0] == 1.0 and list(att.y[1:]) == [0.5, 2.0] and list(mlp.y[1:]) == [0.75, 3.0]
+    assert list(over.y[1:]) == [0.25, 1.0]
+    assert "7.00 ms" in fig.layout.title.text and "pooled" in fig.layout.title.text
     assert "attention block (2.00 ms in all, 29%)" == att.name
     assert fig.layout.xaxis.title.text and fig.layout.yaxis.title.text
     assert "10 skip sets" in fig.layout.title.text and "scatter" not in fig.layout.title.text   # equal bars
     cm.attention_ms = [0.0, 0.5, 0.5, 1.0]
-    assert "single layers scatter" in costv.cost_breakdown_figure(cm).layout.title.text
+    fig = costv.cost_breakdown_figure(cm)                # layers that differ: one bar each and their mean
+    assert "single layers scatter" in fig.layout.title.text
+    assert list(fig.data[1].x) == ["fixed", "0", "1", "2", "3", "mean layer"]
+    assert list(fig.data[1].y[1:]) == [0.0, 0.5, 0.5, 1.0, 0.5]
+
 
 def test_cost_figures_accept_a_measured_cost_model(tiny):
     cm = measure_cost_model(tiny, context=16, repeats=1, warmup=1, max_draft=4, n_sets=6)
