@@ -26,10 +26,11 @@ from side_by_side import Size, parse_size, shipped_model, speedup_cells
 
 from labkit import autoregressive_generate, best_config, lookahead, speculative_generate, token_recycling
 from labkit.artifacts.prompts import BUILTIN_SOURCES, benchmark_prompts
-from labkit.core.drafters import LookupDrafter, make_drafter
+from labkit.core.drafters import LookupDrafter
 from labkit.core.medusa import HeadsDrafter
 from labkit.core.policies import FixedK, StaticThreshold
 from labkit.core.recycling import rank_template
+from labkit.core.request import make_drafter
 from labkit.measure.harness import Decoder, Method, run_by_source, summarise
 from labkit.training.medusa import load_heads
 

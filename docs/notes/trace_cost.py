@@ -14,7 +14,8 @@ from __future__ import annotations
 from side_by_side import Size, by_source, parse_size, shipped_model, speedup_cells
 
 from labkit import autoregressive_generate, best_config, speculative_generate
-from labkit.core.drafters import Drafter, make_drafter
+from labkit.core.drafters import Drafter
+from labkit.core.request import make_drafter
 from labkit.measure.harness import Decoder, Method
 
 

@@ -17,6 +17,7 @@ from pathlib import Path
 import torch
 
 from ..core.architectures import SUPPORTED_ARCHITECTURES, check_supported
+from ..core.checks import take_options
 from ..core.devices import resolve_device, resolve_dtype
 from ..core.draft_head import DraftHead
 from ..core.medusa import MedusaHeads
@@ -154,19 +155,24 @@ def family_config(family: str, *, n_layers: int = 4, vocab_size: int = 97, hidde
     return config
 
 
-def random_model(like="default", *, hidden_size: int | None = None, n_layers: int | None = None,
-                 intermediate_size: int | None = None, vocab_size: int | None = None,
-                 tie_word_embeddings: bool | None = None, device=None, dtype=None, seed: int = 0):
+#: The sizes :func:`random_model` may change, by name.
+RANDOM_MODEL_SIZES = ("hidden_size", "n_layers", "intermediate_size", "vocab_size", "tie_word_embeddings")
+
+
+def random_model(like="default", *, device=None, dtype=None, seed: int = 0, **sizes):
     """A randomly initialised causal LM with ``like``'s configuration (a model name or folder, or a transformers
-    config) and the sizes given changed; attention heads follow the hidden size at the same head dimension, the MLP
-    keeps its ratio unless ``intermediate_size`` is given; ``tie_word_embeddings`` None keeps ``like``'s. Built
-    directly on ``device`` in ``dtype``.
+    config) and the ``sizes`` given changed (:data:`RANDOM_MODEL_SIZES`, by name); attention heads follow the
+    hidden size at the same head dimension, the MLP keeps its ratio unless ``intermediate_size`` is given;
+    ``tie_word_embeddings`` None keeps ``like``'s. Built directly on ``device`` in ``dtype``.
 
     For timing only: what a forward costs depends on the shapes, not on the values, so a model of a few hundred
     million parameters (or billions on a GPU) needs no training to show where decoding spends its time. Its
     draft-target agreement means nothing for a trained model."""
     from transformers import AutoConfig, AutoModelForCausalLM
 
+    take_options("random_model", sizes, RANDOM_MODEL_SIZES)
+    hidden_size, n_layers, intermediate_size, vocab_size, tie_word_embeddings = (sizes.get(k) for k in
+                                                                                 RANDOM_MODEL_SIZES)
     device, dtype = resolve_device(device), resolve_dtype(dtype)
     config = like if not isinstance(like, (str, os.PathLike)) else AutoConfig.from_pretrained(_resolve(like)[0])
     attention = getattr(config, "_attn_implementation", None)

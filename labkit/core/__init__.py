@@ -9,8 +9,9 @@ is: ``draft`` (a chain or a tree); how a tree grows and is verified: ``tree_shap
 ``drafters``, ``width`` (drafts that compute only some MLP neurons: contextual sparsity and pruning),
 ``early_exit``, ``medusa`` (multi-token heads), ``lookahead`` (n-grams from Jacobi iterations),
 ``recycling`` (the target's own top-k, recycled), ``cascade`` (a draft drafted by cheaper drafts;
-``labkit.cascade``). How the target verifies: ``verify``. What a step is
-worth: ``expectation``. The loop: ``decoding``; what it recorded: ``trace``. Many sequences at once:
+``labkit.cascade``). How the target verifies: ``verify``. What one generate call asks for (a draft in one
+argument, its stop rule, the sampling; the older keywords converted): ``request``. What a step is worth:
+``expectation``. The loop: ``decoding``; what it recorded: ``trace``. Many sequences at once:
 ``batch`` (one cache, per-row positions and a mask of valid columns), ``batch_decoding`` (the batched loops).
 Another way to decode in parallel: ``jacobi``, and what it recorded: ``jacobi_trace``."""
 from .architectures import SUPPORTED_ARCHITECTURES, check_supported

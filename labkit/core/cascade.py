@@ -47,7 +47,7 @@ import torch
 
 from .architectures import check_mask_free_drafting
 from .cache import crop_to, fork_cache
-from .checks import check_choice, check_int, check_number, check_probability
+from .checks import check_choice, check_int, check_number, check_probability, with_defaults
 from .devices import clock, model_device
 from .draft import Draft
 from .draft_config import DraftConfig
@@ -395,8 +395,12 @@ def _gammas(gamma, n_helpers: int) -> list[int]:
     return [check_int("gamma", gamma, 1)] * n_helpers
 
 
-def cascade(levels, *, model=None, controller: str = "fixed", gamma=4, max_gamma: int = 8, explore: int = 16,
-            smoothing: float = 0.9, prior: float = 0.6, cost_model=None) -> CascadeDrafter:
+#: The dynamic controller's settings :func:`cascade` takes by name, with their defaults.
+DYNAMIC_DEFAULTS = {"max_gamma": 8, "explore": 16, "smoothing": 0.9, "prior": 0.6}
+
+
+def cascade(levels, *, model=None, controller: str = "fixed", gamma=4, cost_model=None,
+            **dynamic) -> CascadeDrafter:
     """A drafter whose top level (the last of ``levels``, cheapest first) drafts by speculative decoding over the
     levels below it: ``speculative_generate(model, ids, drafter=cascade([...]))``.
 
@@ -408,6 +412,7 @@ def cascade(levels, *, model=None, controller: str = "fixed", gamma=4, max_gamma
     smoothed with ``smoothing`` from ``prior``, the whole cascade every ``explore`` steps). ``cost_model``: any
     object with ``draft_ms(skip)`` (a :class:`labkit.measure.costs.costmodel.CostModel`) for the model levels' c instead
     of their measured timings."""
+    max_gamma, explore, smoothing, prior = with_defaults("cascade", dynamic, DYNAMIC_DEFAULTS).values()
     if not isinstance(levels, (list, tuple)):
         raise TypeError(f"levels must be a list of drafts, cheapest first, got {type(levels).__name__}")
     if len(levels) < 2:

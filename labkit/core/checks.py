@@ -8,8 +8,10 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable
+from dataclasses import fields
 
-__all__ = ["check_int", "check_number", "check_probability", "check_choice", "check_folder_name"]
+__all__ = ["check_int", "check_number", "check_probability", "check_choice", "check_folder_name", "record_from",
+           "take_options", "with_defaults"]
 
 
 def _range_text(low, high) -> str:
@@ -61,3 +63,35 @@ def check_folder_name(name: str, value) -> str:
         raise ValueError(f"{name} must be a folder name (letters, digits, '_', '.', '-'; not empty, no '/'), "
                          f"got {value!r}")
     return value
+
+
+def record_from(name: str, record, cls: type, options: dict):
+    """``record`` (a ``cls``), or a ``cls`` built from ``options``, its fields by name (the keyword form a function
+    kept when its settings became one record). Both given: a ValueError naming them; a name that is no field of
+    ``cls``: a TypeError naming it; ``record`` of another type: a TypeError naming ``name``."""
+    if record is None:
+        known = {f.name for f in fields(cls)}
+        for key in options:
+            if key not in known:
+                raise TypeError(f"unexpected keyword argument {key!r} (neither a parameter nor a field of "
+                                f"{cls.__name__})")
+        return cls(**options)
+    if not isinstance(record, cls):
+        raise TypeError(f"{name} must be a {cls.__name__}, got {type(record).__name__}")
+    if options:
+        raise ValueError(f"give {name} or {' / '.join(options)}, not both")
+    return record
+
+
+def take_options(where: str, options: dict, allowed: tuple[str, ...]) -> dict:
+    """``options`` checked against the keyword names ``allowed`` (a TypeError naming the first unknown one, as
+    Python's own); returns them unchanged. ``where``: the function's name, for the message."""
+    for name in options:
+        if name not in allowed:
+            raise TypeError(f"{where}() got an unexpected keyword argument {name!r}")
+    return options
+
+
+def with_defaults(where: str, options: dict, defaults: dict) -> dict:
+    """``defaults`` updated by ``options``, each checked to be one of its names (:func:`take_options`)."""
+    return {**defaults, **take_options(where, options, tuple(defaults))}

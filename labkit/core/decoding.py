@@ -18,27 +18,18 @@ from dataclasses import dataclass
 import torch
 
 from .batch import BatchConfig
-from .batch_decoding import (
-    BatchResult,
-    LoadPolicy,
-    batch_prompts,
-    batched_autoregressive,
-    batched_speculative,
-    is_batch,
-)
+from .batch_decoding import BatchResult, batch_prompts, batched_autoregressive, batched_speculative, is_batch
 from .cache import new_cache
+from .checks import take_options
 from .devices import clock
-from .draft_head import DraftHead
-from .drafters import Draft, Drafter, make_drafter
+from .drafters import Draft, Drafter
 from .forward import check_inputs, eos_set, forward_tokens
 from .jacobi_trace import JacobiTrace
-from .policies import AdaptiveThreshold, DraftPolicy
+from .policies import DraftPolicy
+from .request import DRAFT_KEYWORDS, SAMPLING_KEYWORDS, resolve_drafter, resolve_sampling
 from .sampling import Warp, sample
-from .skip import SkipSet
 from .state import DecodingState
-from .strategies import SkipStrategy
 from .trace import StepRecord, Trace
-from .tree_shapes import TreeShape
 from .verify import accept, full_forward, verify
 
 __all__ = ["GenerationResult", "autoregressive_generate", "speculative_generate", "prefill", "decode_one_token",
@@ -77,22 +68,27 @@ def _choose(logits: torch.Tensor, warp: Warp, generator) -> int:
 
 
 @torch.inference_mode()
-def autoregressive_generate(model, input_ids, max_new_tokens, do_sample=False, temperature=1.0, top_k=None,
-                            top_p=None, generator=None, *, eos_token_id=None, attention_mask=None,
-                            batch: BatchConfig | None = None) -> GenerationResult | BatchResult:
+def autoregressive_generate(model, input_ids, max_new_tokens, *, sampling: Warp | None = None,
+                            generator: torch.Generator | None = None, eos_token_id=None,
+                            **options) -> GenerationResult | BatchResult:
     """One full forward per token, with a KV cache: the fair baseline. Stops at EOS (kept) or the budget.
 
-    A batch (a list of prompts, a (B > 1, T) tensor, or a tensor with its ``attention_mask``) decodes every row
-    in one forward per step (:mod:`labkit.core.batch_decoding`) and returns a ``BatchResult``; one row of it takes
-    the one-sequence path."""
-    warp = Warp(do_sample, temperature, top_k, top_p)
+    ``sampling``: a :class:`Warp` (default greedy); the older ``do_sample`` / ``temperature`` / ``top_k`` /
+    ``top_p`` keywords still work (:func:`~labkit.core.request.resolve_sampling`). A batch (a list of prompts, a
+    (B > 1, T) tensor, or a tensor with its ``attention_mask=``) decodes every row in one forward per step
+    (:mod:`labkit.core.batch_decoding`, ``batch=``: a :class:`BatchConfig`) and returns a ``BatchResult``; one row
+    of it takes the one-sequence path."""
+    options = take_options("autoregressive_generate", options, ("attention_mask", "batch", *SAMPLING_KEYWORDS))
+    attention_mask = options.pop("attention_mask", None)
+    batch: BatchConfig | None = options.pop("batch", None)
+    warp = resolve_sampling(sampling, **options)
     if is_batch(input_ids, attention_mask):
         prompts = batch_prompts(model, input_ids, attention_mask, max_new_tokens)
         if len(prompts) > 1:
             return batched_autoregressive(model, prompts, max_new_tokens, warp, eos_set(model, eos_token_id),
                                           generator, batch)
-        return as_batch_result(autoregressive_generate(model, torch.tensor(prompts), max_new_tokens, do_sample,
-                                                       temperature, top_k, top_p, generator, eos_token_id=eos_token_id))
+        return as_batch_result(autoregressive_generate(model, torch.tensor(prompts), max_new_tokens, sampling=warp,
+                                                       generator=generator, eos_token_id=eos_token_id))
     input_ids = check_inputs(model, input_ids, max_new_tokens)
     eos = eos_set(model, eos_token_id)
     t0 = clock()
@@ -107,15 +103,6 @@ def autoregressive_generate(model, input_ids, max_new_tokens, do_sample=False, t
             logits = decode_one_token(model, new[-1], len(prompt) + len(new) - 1, cache)
     return GenerationResult(torch.tensor([prompt + new], device=input_ids.device), None, len(prompt),
                             clock() - t0)
-
-
-def _check_policy(policy) -> DraftPolicy:
-    if policy is None:
-        return AdaptiveThreshold()
-    if not isinstance(policy, DraftPolicy):
-        raise TypeError(f"policy must be a labkit draft policy (FixedK, StaticThreshold, AdaptiveThreshold), "
-                        f"got {policy!r}")
-    return policy
 
 
 def speculative_step(state: DecodingState, drafter: Drafter, policy: DraftPolicy, budget: int,
@@ -152,50 +139,50 @@ def speculative_step(state: DecodingState, drafter: Drafter, policy: DraftPolicy
         width=draft.width)
 
 
-@torch.inference_mode()
-def speculative_generate(model, input_ids, *, skip: SkipSet | SkipStrategy | None = None, draft_model=None,
-                         drafter: Drafter | None = None, policy: DraftPolicy | None = None, max_new_tokens: int = 64,
-                         do_sample: bool = False, temperature: float = 1.0, top_k: int | None = None,
-                         top_p: float | None = None, generator: torch.Generator | None = None, eos_token_id=None,
-                         lookup: int = 0, draft_weights: str | None = None, draft_head: DraftHead | None = None,
-                         tree: TreeShape | None = None, record_trace: bool = True, attention_mask=None,
-                         batch: BatchConfig | None = None,
-                         load: LoadPolicy | None = None) -> GenerationResult | BatchResult:
-    """Draft with ``model`` minus the blocks in ``skip`` (or with ``draft_model``, or any ``drafter``), verify
-    with ``model``. Greedy output is token-identical to plain greedy decoding; sampled output is an exact
-    sample of the (warped) target distribution.
+#: What ``speculative_generate`` takes by name besides its own parameters (its ``**options``).
+GENERATE_OPTIONS = ("eos_token_id", "record_trace", "attention_mask", "batch", "load", *DRAFT_KEYWORDS,
+                    *SAMPLING_KEYWORDS)
 
-    ``policy`` (default: a fresh :class:`AdaptiveThreshold`) decides when drafting stops and keeps its state
-    across calls. ``lookup`` > 0 first tries a prompt-lookup draft of up to that many tokens copied from the
-    context (a point-mass q); the model drafts only when nothing matches. ``skip`` may also be a skip strategy
-    (:func:`labkit.skip_strategy`): it chooses the set before every draft and keeps what it learned across calls.
-    ``draft_weights="int8"`` lets the self-draft read int8 copies of the weights (cheaper drafts, the same output:
-    verification uses the model's own weights; see :mod:`labkit.core.draft_weights`). ``draft_head`` (a
-    :class:`~labkit.core.draft_head.DraftHead`, :func:`labkit.load_draft_head`) corrects the self-draft's last
-    hidden state; it belongs to one skip set, which ``skip`` must be (the output is the same with or without it).
-    ``tree`` (:func:`labkit.draft_tree`) lets the self-draft propose a tree of continuations, all verified in one
-    forward (:mod:`labkit.core.tree`); None or ``draft_tree("chain")``: one continuation.
+
+@torch.inference_mode()
+def speculative_generate(model, input_ids, *, draft=None, policy: DraftPolicy | None = None,
+                         max_new_tokens: int = 64, sampling: Warp | None = None,
+                         generator: torch.Generator | None = None, **options) -> GenerationResult | BatchResult:
+    """Draft with ``draft``, verify with ``model``. Greedy output is token-identical to plain greedy decoding;
+    sampled output is an exact sample of the (warped) target distribution.
+
+    ``draft``: a :class:`~labkit.core.draft_config.DraftConfig`, a :class:`~labkit.core.skip.SkipSet`, a skip
+    strategy (:func:`labkit.skip_strategy`: it chooses the set before every draft and keeps what it learned across
+    calls), any :class:`~labkit.core.drafters.Drafter`, or a name core resolves (:mod:`labkit.core.request`).
+    ``policy`` (default: the config's stop rule, else a fresh :class:`AdaptiveThreshold`) decides when drafting
+    stops and keeps its state across calls. ``sampling``: a :class:`Warp` (default greedy), drawn with
+    ``generator``.
+
+    ``options``, by name: ``eos_token_id``; ``record_trace`` (default True); a self-draft's modifiers ``lookup``
+    (> 0: first a prompt-lookup draft of up to that many copied tokens, a point-mass q), ``draft_weights``
+    ("int8": cheaper drafts, the same output, :mod:`labkit.core.draft_weights`), ``draft_head`` (a
+    :class:`~labkit.core.draft_head.DraftHead` fitted for the skip set) and ``tree`` (:func:`labkit.draft_tree`:
+    a tree of continuations verified in one forward); the older draft keywords ``skip``, ``drafter``,
+    ``draft_model`` and sampling keywords ``do_sample``, ``temperature``, ``top_k``, ``top_p``, converted by
+    :func:`~labkit.core.request.resolve_drafter` and :func:`~labkit.core.request.resolve_sampling`. Unknown names
+    are a TypeError.
 
     A batch (a list of prompts, a (B > 1, T) tensor, or a tensor with its ``attention_mask``) is decoded in one
     forward per draft position and one verify per step, each row with its own draft length and verdict
     (:mod:`labkit.core.batch_decoding`; ``batch``: how ragged acceptance is handled, ``load``: a γ cap by batch
     size) and returns a ``BatchResult``; one row of it takes the one-sequence path.
     """
+    options = take_options("speculative_generate", options, GENERATE_OPTIONS)
+    eos_token_id, record_trace = options.pop("eos_token_id", None), options.pop("record_trace", True)
+    attention_mask, batch, load = (options.pop(k, None) for k in ("attention_mask", "batch", "load"))
     prompts = batch_prompts(model, input_ids, attention_mask, max_new_tokens) \
         if is_batch(input_ids, attention_mask) else None
     if prompts is not None and len(prompts) == 1:
         input_ids = torch.tensor(prompts)
     input_ids = check_inputs(model, input_ids, max_new_tokens) if prompts is None or len(prompts) == 1 else None
-    if drafter is None:
-        drafter = make_drafter(model, skip=skip, draft_model=draft_model, lookup=lookup, draft_weights=draft_weights,
-                               draft_head=draft_head, tree=tree)
-    elif not isinstance(drafter, Drafter):
-        raise TypeError(f"drafter must be a labkit.core.drafters.Drafter, got {type(drafter).__name__}")
-    elif (skip is not None or draft_model is not None or lookup or draft_weights is not None or draft_head is not None
-          or tree is not None):
-        raise ValueError("give a drafter or skip / draft_model / lookup / draft_weights / draft_head / tree, not both")
-    policy = _check_policy(policy)
-    warp, eos = Warp(do_sample, temperature, top_k, top_p), eos_set(model, eos_token_id)
+    drafter, policy = resolve_drafter(model, draft, policy, **{k: v for k, v in options.items() if k in DRAFT_KEYWORDS})
+    warp = resolve_sampling(sampling, **{k: v for k, v in options.items() if k in SAMPLING_KEYWORDS})
+    eos = eos_set(model, eos_token_id)
     if prompts is not None and len(prompts) > 1:
         return batched_speculative(model, prompts, drafter, policy, max_new_tokens, warp, eos, generator, batch, load)
     state = DecodingState(model, new_cache(model), input_ids[0].tolist(), input_ids.shape[1], warp, eos, generator)

@@ -45,10 +45,10 @@ from .skip import SkipSet, skipping
 from .state import DecodingState
 from .strategies import SkipStrategy, StaticStrategy
 from .tree import tree_forward, tree_verify_forward
-from .tree_shapes import GrowingTree, TreeShape
+from .tree_shapes import GrowingTree
 from .verify import Verdict
 
-__all__ = ["Draft", "Drafter", "SelfDrafter", "ModelDrafter", "LookupDrafter", "ngram_lookup", "make_drafter",
+__all__ = ["Draft", "Drafter", "SelfDrafter", "ModelDrafter", "LookupDrafter", "ngram_lookup",
            "stop_signal"]
 
 
@@ -236,24 +236,3 @@ class LookupDrafter(Drafter):
     def commit(self, state: DecodingState, draft: Draft, verdict: Verdict) -> None:
         if self.fallback is not None:                   # its cache and what it learns follow every step
             self.fallback.commit(state, draft, verdict)
-
-
-def make_drafter(model, *, skip: SkipSet | SkipStrategy | None = None, draft_model=None, lookup: int = 0,
-                 draft_weights: str | None = None, draft_head: DraftHead | None = None, tree=None) -> Drafter:
-    """The drafter ``speculative_generate``'s arguments describe (self-drafting unless a draft model is given;
-    ``skip``: a set or a skip strategy; ``draft_weights``: the self-draft's weights, None or "int8";
-    ``draft_head``: a head fitted for the set ``skip``; ``tree``: a tree shape, :func:`labkit.draft_tree`)."""
-    if skip is not None and draft_model is not None:
-        raise ValueError("give either skip (self-drafting) or draft_model, not both")
-    if draft_weights is not None and draft_model is not None:
-        raise ValueError("draft_weights applies to self-drafting; give it without draft_model")
-    if draft_head is not None and draft_model is not None:
-        raise ValueError("draft_head applies to self-drafting; give it without draft_model")
-    if tree is not None and draft_model is not None:
-        raise ValueError("tree applies to self-drafting; give it without draft_model")
-    if tree is not None and not isinstance(tree, TreeShape):
-        raise TypeError(f"tree must be a tree shape from labkit.draft_tree(name), got {tree!r}")
-    check_int("lookup", lookup, 0)
-    drafter = (ModelDrafter(model, draft_model) if draft_model is not None
-               else SelfDrafter(model, skip, draft_weights, draft_head, tree))
-    return LookupDrafter(lookup, drafter) if lookup else drafter

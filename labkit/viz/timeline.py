@@ -17,6 +17,7 @@ import html
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from ..core.checks import take_options
 from ..core.trace import Trace
 from .style import FIGURE_WIDTH, PALETTE, token_labels
 
@@ -266,14 +267,16 @@ def highlight_shape(times, step: int, y0=-0.5, y1=1.6, xref="x", yref="y") -> di
 
 def timeline_figure(trace, tokenizer, *, steps: tuple[int, int] | None = None,
                     window_ms: tuple[float, float] | None = None, draft_label: str = "skipped layers",
-                    highlight_step: int | None = None, include_prefill: bool = True, width: int | None = None,
-                    height: int = 330, title: str | None = None):
+                    highlight_step: int | None = None, include_prefill: bool = True, **layout):
     """Draft and verify lanes on one wall-clock axis (ms), one chip per token.
 
     ``steps=(first, last)`` (inclusive) or ``window_ms=(t0, t1)`` sets the initially visible window
     (pan or zoom out in the figure to see the rest); chips carry their token's text when it fits
     that window. ``draft_label`` names the drafter (e.g. "skipped layers", "2-layer draft model").
+    ``layout``, by name: ``width`` (default the lab's figure width), ``height`` (330) and ``title``.
     """
+    take_options("timeline_figure", layout, ("width", "height", "title"))
+    width, height, title = layout.get("width"), layout.get("height", 330), layout.get("title")
     trace = as_trace(trace)
     times = step_times(trace, include_prefill)
     x0, x1 = _window_ms(times, trace, steps, window_ms, include_prefill)

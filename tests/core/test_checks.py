@@ -2,10 +2,19 @@
 the argument and show the value; bool is never a number; NaN is never a number; bounds are inclusive unless
 ``strict_low``."""
 import math
+from dataclasses import dataclass
 
 import pytest
 
-from labkit.core.checks import check_choice, check_int, check_number, check_probability
+from labkit.core.checks import (
+    check_choice,
+    check_int,
+    check_number,
+    check_probability,
+    record_from,
+    take_options,
+    with_defaults,
+)
 
 
 def test_check_int():
@@ -64,3 +73,24 @@ def test_check_choice():
         check_choice("mode", "c", ["a", "b"])
     with pytest.raises(ValueError, match="mode must be one of"):
         check_choice("mode", "A", ["a", "b"])                                       # no case folding
+
+
+@dataclass(frozen=True)
+class Plan:
+    n: int = 1
+    name: str = ""
+
+
+def test_options_by_name():
+    assert take_options("f", {"a": 1}, ("a", "b")) == {"a": 1}
+    with pytest.raises(TypeError, match=r"f\(\) got an unexpected keyword argument 'c'"):
+        take_options("f", {"c": 1}, ("a", "b"))
+    assert list(with_defaults("f", {"b": 5}, {"a": 1, "b": 2}).items()) == [("a", 1), ("b", 5)]    # the table's order
+    assert record_from("plan", None, Plan, {"n": 3}) == Plan(3)
+    assert record_from("plan", Plan(2), Plan, {}) == Plan(2)
+    with pytest.raises(ValueError, match="give plan or n, not both"):
+        record_from("plan", Plan(2), Plan, {"n": 3})
+    with pytest.raises(TypeError, match="'m'"):
+        record_from("plan", None, Plan, {"m": 3})
+    with pytest.raises(TypeError, match="plan must be a Plan"):
+        record_from("plan", {"n": 3}, Plan, {})

@@ -11,8 +11,8 @@ import labkit.core.tree as tree_module
 from labkit import FixedK, SkipSet, autoregressive_generate, speculative_generate
 from labkit.core.cache import new_cache
 from labkit.core.decoding import prefill
-from labkit.core.drafters import make_drafter
 from labkit.core.lookahead import LookaheadDrafter, NGramPool, Origin, trie, window_mask
+from labkit.core.request import make_drafter
 from labkit.core.tree import tree_forward
 
 from exact_sampling import (

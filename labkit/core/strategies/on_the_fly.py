@@ -7,16 +7,18 @@ from __future__ import annotations
 
 import random
 from collections.abc import Mapping
+from dataclasses import dataclass, fields
 
 import torch
 
 from ..cache import fork_cache
+from ..checks import record_from
 from ..devices import clock
 from ..forward import model_output
 from ..skip import SkipSet, batched_skipping
 from .base import Probation, SkipStrategy, SmoothedAcceptance, check_int, check_probability
 
-__all__ = ["OnTheFlyStrategy", "window_matchness"]
+__all__ = ["OnTheFlySettings", "OnTheFlyStrategy", "window_matchness"]
 
 
 @torch.inference_mode()
@@ -66,6 +68,33 @@ def _surrogate_proposal(history: Mapping[tuple, float], n_skipped: int, ridge: f
     return tuple(b in best for b in range(X.shape[1]))
 
 
+@dataclass(frozen=True)
+class OnTheFlySettings:
+    """The knobs of :class:`OnTheFlyStrategy` (each described in its docstring), checked once."""
+
+    n_skipped: int | None = None
+    window: int = 16
+    population: int = 4
+    every: int = 4
+    model_every: int = 3
+    stop_at: float = 0.9
+    restart_below: float = 0.7
+    margin: int = 2
+    patience: int = 3
+    budget: float = 0.08
+    seed: int = 0
+    trust_initial: bool = False
+    trial_tokens: int = 32
+
+    def __post_init__(self) -> None:
+        for name, low in (("window", 1), ("population", 1), ("every", 1), ("model_every", 1), ("margin", 0),
+                          ("patience", 1), ("trial_tokens", 1)):
+            check_int(name, getattr(self, name), low)
+        for name in ("stop_at", "restart_below", "budget"):
+            object.__setattr__(self, name, check_probability(name, getattr(self, name)))
+        object.__setattr__(self, "trust_initial", bool(self.trust_initial))
+
+
 class OnTheFlyStrategy(SkipStrategy):
     """SWIFT-style on-the-fly search (Xia et al. 2025) at a fixed number of skipped blocks.
 
@@ -84,21 +113,15 @@ class OnTheFlyStrategy(SkipStrategy):
 
     name = "on-the-fly"
 
-    def __init__(self, initial: SkipSet, *, n_skipped: int | None = None, window: int = 16, population: int = 4,
-                 every: int = 4, model_every: int = 3, stop_at: float = 0.9, restart_below: float = 0.7,
-                 margin: int = 2, patience: int = 3, budget: float = 0.08, seed: int = 0, trust_initial: bool = False,
-                 trial_tokens: int = 32):
+    def __init__(self, initial: SkipSet, settings: OnTheFlySettings | None = None, **options):
         super().__init__()
         if not isinstance(initial, SkipSet):
             raise TypeError(f"initial must be a labkit.SkipSet, got {type(initial).__name__}")
-        self.initial, self.n_skipped = initial, initial.n_skipped if n_skipped is None else n_skipped
-        self.trust_initial, self.trial_tokens = bool(trust_initial), check_int("trial_tokens", trial_tokens, 1)
-        self.window, self.population = check_int("window", window, 1), check_int("population", population, 1)
-        self.every, self.model_every = check_int("every", every, 1), check_int("model_every", model_every, 1)
-        self.stop_at = check_probability("stop_at", stop_at)
-        self.restart_below = check_probability("restart_below", restart_below)
-        self.budget, self.seed, self.margin = check_probability("budget", budget), seed, check_int("margin", margin, 0)
-        self.patience = check_int("patience", patience, 1)
+        settings = record_from("settings", settings, OnTheFlySettings, options)
+        for f in fields(settings):                                   # read as self.window, self.every, ...
+            setattr(self, f.name, getattr(settings, f.name))
+        self.initial, self.settings = initial, settings
+        self.n_skipped = initial.n_skipped if settings.n_skipped is None else settings.n_skipped
         self.reset()
 
     def _bind(self, model) -> None:

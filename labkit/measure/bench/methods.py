@@ -20,7 +20,7 @@ from ...artifacts.paths import BENCH_DIR
 from ...artifacts.results import best_config, skip_set_for
 from ...core.decoding import autoregressive_generate, speculative_generate
 from ...core.draft_config import DraftConfig
-from ...core.drafters import LookupDrafter, make_drafter
+from ...core.drafters import LookupDrafter
 from ...core.early_exit import EarlyExitDrafter
 from ...core.gate import TargetConfidenceGate
 from ...core.jacobi import INITS, METHODS, jacobi_generate
@@ -28,6 +28,7 @@ from ...core.lookahead import lookahead
 from ...core.medusa import HeadsDrafter
 from ...core.policies import AdaptiveThreshold, FixedK, StaticThreshold
 from ...core.recycling import rank_template, token_recycling
+from ...core.request import make_drafter
 from ...core.tree_shapes import MEDUSA_CHOICES, draft_tree
 from ..comparisons.adaptive import reference_sets, strategy_methods
 from ..comparisons.cascades import CHAIN, aggressive_level, cascade_decoders, cascade_makers

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from ...artifacts.prompts import benchmark_prompts, prompts, source_info, source_label
 from ...artifacts.results import skip_set_for, trained_draft_path
+from ...core.checks import record_from
 from ...core.decoding import autoregressive_generate, speculative_generate
 from ...core.draft_config import DraftConfig
 from ...core.draft_head import DraftHead
@@ -25,7 +26,8 @@ from ..agreement import AgreementProbe
 from ..harness import Decoder, Method, run_interleaved, summarise
 from ..strategy_inputs import block_importance, model_name_of, skip_strategy, strategy_cost_model
 
-__all__ = ["reference_sets", "strategy_methods", "Comparison", "compare_strategies", "set_timeline",
+__all__ = ["reference_sets", "strategy_methods", "Comparison", "compare_strategies", "StrategyPlan",
+           "set_timeline",
            "agreement_by_source", "compare_configs", "PLAIN"]
 
 PLAIN = "plain loop"
@@ -77,34 +79,48 @@ def _strategy_columns(results: list) -> dict:
     return {"n_sets": len(used), "main_set": used.most_common(1)[0][0] if used else ""}
 
 
-def compare_strategies(model, tokenizer, methods: Mapping[str, Callable[[], object]], *,
-                       sources: Sequence = ("stdlib", "packages"), n_prompts: int = 4, max_new_tokens: int = 64,
-                       repeats: int = 1, lookup: int = 0, policy: Callable[[], object] | None = None, seed: int = 0,
-                       draft_weights: Mapping[str, str] | None = None,
-                       draft_heads: Mapping[str, DraftHead] | None = None, progress: bool = True,
-                       policies: Mapping[str, Callable[[], object]] | None = None,
-                       held_out: bool = True) -> Comparison:
-    """Plain loop and every method (``{label: factory of a fresh strategy}``) on ``n_prompts`` benchmark prompts
-    of each source, interleaved ``repeats`` times; greedy. ``policy``: factory of the draft policy (default a
-    static threshold 0.5, the lab's fastest measured policy), one per method and source. ``draft_weights``:
+@dataclass(frozen=True)
+class StrategyPlan:
+    """How :func:`compare_strategies` runs: ``n_prompts`` benchmark prompts (``held_out=False``: the first prompts,
+    the ones that choose configurations) of each of ``sources`` chosen by ``seed``, ``max_new_tokens`` each,
+    interleaved ``repeats`` times, prompt lookup of ``lookup`` tokens first; ``policy``: factory of the default stop
+    rule (None: a static threshold 0.5, the lab's fastest measured policy)."""
+
+    sources: Sequence = ("stdlib", "packages")
+    n_prompts: int = 4
+    max_new_tokens: int = 64
+    repeats: int = 1
+    lookup: int = 0
+    policy: Callable[[], object] | None = None
+    seed: int = 0
+    progress: bool = True
+    held_out: bool = True
+
+
+def compare_strategies(model, tokenizer, methods: Mapping[str, Callable[[], object]], plan: StrategyPlan | None = None,
+                       *, draft_weights: Mapping[str, str] | None = None,
+                       draft_heads: Mapping[str, DraftHead] | None = None,
+                       policies: Mapping[str, Callable[[], object]] | None = None, **options) -> Comparison:
+    """Plain loop and every method (``{label: factory of a fresh strategy}``) on the prompts ``plan`` (a
+    :class:`StrategyPlan`, or its fields by name) chooses, interleaved; greedy. ``draft_weights``:
     {label: "int8"} for methods whose self-draft reads int8 weights (:mod:`labkit.core.draft_weights`).
     ``draft_heads``: {label: DraftHead} for methods that draft with a head on its own set, at its threshold.
     ``policies``: {label: policy factory} for methods with their own stop rule. A method's policy is made once
     per source and carried across its prompts and repeats (Draft & Verify's evaluation never resets an adaptive
-    threshold between prompts). ``held_out=False``: the first prompts of each source (the ones that choose
-    configurations) instead of the benchmark's. Each row has the speedup's min-max over the repeats."""
+    threshold between prompts). Each row has the speedup's min-max over the repeats."""
+    plan = record_from("plan", plan, StrategyPlan, options)
     draft_weights, draft_heads, policies = dict(draft_weights or {}), dict(draft_heads or {}), dict(policies or {})
     for name, given in (("draft_weights", draft_weights), ("draft_heads", draft_heads), ("policies", policies)):
         unknown = sorted(set(given) - set(methods))
         if unknown:
             raise ValueError(f"{name} names methods that are not compared: {unknown}")
-    policy = policy or (lambda: StaticThreshold(0.5, 12))
+    policy, lookup, repeats = plan.policy or (lambda: StaticThreshold(0.5, 12)), plan.lookup, plan.repeats
     comparison = Comparison(frame=None)
     rows = []
-    for source in sources:
+    for source in plan.sources:
         label = source_label(source)
-        chosen = (benchmark_prompts(n_prompts, seed=seed, source=source) if held_out
-                  else prompts(n_prompts, seed=seed, source=source))
+        chosen = (benchmark_prompts(plan.n_prompts, seed=plan.seed, source=source) if plan.held_out
+                  else prompts(plan.n_prompts, seed=plan.seed, source=source))
         comparison.prompts[label], comparison.sources[label] = [p.source for p in chosen], source_info(source)
         ids = [tokenizer(p.text, return_tensors="pt", add_special_tokens=False)["input_ids"] for p in chosen]
         strategies = {m: make() for m, make in methods.items() if m not in draft_heads}
@@ -119,8 +135,8 @@ def compare_strategies(model, tokenizer, methods: Mapping[str, Callable[[], obje
                                         model, x, skip=s, policy=p, max_new_tokens=n, lookup=lookup,
                                         draft_weights=draft_weights.get(m), draft_head=h)))
         autoregressive_generate(model, ids[0], 4)            # warm-up of the plain loop only: strategies learn
-        runs = run_interleaved(decoders, ids, max_new_tokens=max_new_tokens, repeats=repeats, warmup_tokens=0,
-                               desc=f"{label} prompts", progress=progress)
+        runs = run_interleaved(decoders, ids, max_new_tokens=plan.max_new_tokens, repeats=repeats, warmup_tokens=0,
+                               desc=f"{label} prompts", progress=plan.progress)
         for d, row in zip(decoders, summarise(runs)):
             m, results = d.method.label, runs.results(d.method)
             select_s = sum(r.select_s for rep in runs.records[d.method] for r in rep) / repeats

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import torch
 from tqdm.auto import tqdm
 
-from ...core.checks import check_int
+from ...core.checks import check_int, with_defaults
 from ...core.decoding import GenerationResult, autoregressive_generate, speculative_generate
 from ...core.drafters import Drafter, SelfDrafter
 from ...core.policies import DraftPolicy, FixedK
@@ -398,9 +398,12 @@ def _sweep_row(temperature: float, runs: list[dict], gamma: int) -> dict:
             "predicted_speedup_cv": E / (gamma * c + c_v)}
 
 
+#: How :func:`temperature_sweep` runs, by name, with its defaults.
+SWEEP_DEFAULTS = {"max_new_tokens": 48, "repeats": 1, "seed": 0, "progress": True}
+
+
 def temperature_sweep(model, prompt_ids: list[torch.Tensor], *, skip: SkipSet, temperatures, gamma: int = 4,
-                      max_new_tokens: int = 48, repeats: int = 1, seed: int = 0, progress: bool = True,
-                      weights: str | None = None):
+                      weights: str | None = None, **run):
     """Real sampled runs across temperatures, each beside plain sampling of the same prompt with the same seed,
     interleaved (prompt by prompt, temperature by temperature, plain then speculative).
 
@@ -408,10 +411,12 @@ def temperature_sweep(model, prompt_ids: list[torch.Tensor], *, skip: SkipSet, t
     p and q predict (mean Σ min(p, q)); measured tokens per step beside Leviathan's E(α, γ) (FixedK(γ) drafts);
     the measured wall-clock speedup over plain sampling beside Leviathan's E / (γ c + 1) and E / (γ c + c_v),
     c and c_v measured in the same runs (relative to a plain step); speedup_min / speedup_max: the spread of the
-    speedup over the ``repeats`` repetitions. A pandas DataFrame.
+    speedup over the ``repeats`` repetitions. A pandas DataFrame. ``run``, by name (:data:`SWEEP_DEFAULTS`):
+    ``max_new_tokens``, ``repeats``, ``seed``, ``progress``; ``weights``: the draft's ("int8" or None).
     """
     import pandas as pd
 
+    max_new_tokens, repeats, seed, progress = with_defaults("temperature_sweep", run, SWEEP_DEFAULTS).values()
     temperatures = _check_temperatures(temperatures)
     check_int("repeats", repeats, 1)
     if not prompt_ids:

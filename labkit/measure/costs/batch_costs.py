@@ -30,7 +30,7 @@ from tqdm.auto import tqdm
 from ...core.batch import batch_forward
 from ...core.batch_decoding import LoadPolicy
 from ...core.cache import crop_to, new_cache
-from ...core.checks import check_int, check_probability
+from ...core.checks import check_int, check_probability, with_defaults
 from ...core.draft_weights import draft_weights as build_draft_weights
 from ...core.expectation import expected_tokens
 from ...core.skip import SkipSet, skipping
@@ -92,11 +92,16 @@ def _forward_call(model, cache, valid, width: int, stack_of=None):
     return call
 
 
+#: How :func:`measure_batch_costs` times, by name, with its defaults.
+BATCH_TIMING_DEFAULTS = {"context": 128, "repeats": 5, "inner": 3, "seed": 0}
+
+
 @torch.inference_mode()
 def measure_batch_costs(model, skip: SkipSet, batch_sizes=(1, 2, 4, 8, 16), gammas=(1, 2, 3, 4, 6, 8), *,
-                        context: int = 128, draft_weights: str | None = None, repeats: int = 5, inner: int = 3,
-                        seed: int = 0) -> BatchCosts:
-    """t(B), c(B) and c_v(B, γ) of ``model`` drafting with ``skip`` (and ``draft_weights``) at every batch size."""
+                        draft_weights: str | None = None, **timing) -> BatchCosts:
+    """t(B), c(B) and c_v(B, γ) of ``model`` drafting with ``skip`` (and ``draft_weights``) at every batch size.
+    ``timing``, by name (:data:`BATCH_TIMING_DEFAULTS`): ``context``, ``repeats``, ``inner``, ``seed``."""
+    context, repeats, inner, seed = with_defaults("measure_batch_costs", timing, BATCH_TIMING_DEFAULTS).values()
     check_int("context", context, 1)
     for b in batch_sizes:
         check_int("batch_sizes", b, 1)

@@ -38,7 +38,7 @@ from ...artifacts import arguments
 from ...artifacts.models import SHIPPED_MODELS, load_model
 from ...artifacts.prompts import benchmark_prompts
 from ...artifacts.results import skip_set_for
-from ...core.checks import check_int, check_probability
+from ...core.checks import check_int, check_probability, record_from
 from ...core.decoding import autoregressive_generate, speculative_generate
 from ...core.devices import device_name, model_device, model_dtype
 from ...core.draft_weights import draft_weights as build_draft_weights
@@ -51,7 +51,7 @@ from ..machine import machine_info
 from .analytic import interpolate_cv
 from .roofline import draft_cost_curve, inner_for, prefill_cost, uniform_layer_skip, verify_cost_curve, widened_model
 
-__all__ = ["Calibration", "calibrate", "expected_run", "predict_speedup", "main"]
+__all__ = ["Calibration", "CalibrationPlan", "calibrate", "expected_run", "predict_speedup", "main"]
 
 
 def expected_run(alpha: float, gamma: int, new_tokens: int, c: float, c_v: Callable[[int], float]) -> dict:
@@ -293,29 +293,49 @@ def _prompt_texts(prompts, n_prompts: int, seed: int) -> list[str]:
     return texts
 
 
-def _costs(model, prompt_tokens: float, max_new_tokens: int, kept, gammas, skip: SkipSet, draft_weights,
-           cost_repeats: int, seed: int) -> tuple[int, list[dict], list[dict], float]:
+@dataclass(frozen=True)
+class CalibrationPlan:
+    """What :func:`calibrate` measures and how (each field is described in its docstring)."""
+
+    kept: Sequence[float] = (1.0, 0.75, 0.5, 0.25)
+    gammas: Sequence[int] = (1, 2, 4, 8)
+    max_new_tokens: int = 32
+    repeats: int = 3
+    skip_source: str = ""
+    draft_kept: float = 0.5
+    draft_weights: str | None = None
+    n_prompts: int = 2
+    cost_repeats: int = 5
+    model_name: str = ""
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        check_int("max_new_tokens", self.max_new_tokens, 2)
+        check_probability("draft_kept", self.draft_kept)
+        object.__setattr__(self, "gammas", sorted({check_int("a gamma", g, 1) for g in self.gammas}))
+
+
+def _costs(model, prompt_tokens: float, plan: CalibrationPlan,
+           skip: SkipSet) -> tuple[int, list[dict], list[dict], float]:
     """(context, draft cost rows, verify cost rows with γ, prefill in plain steps) at the context the run will see."""
     limit = getattr(model.config, "max_position_embeddings", None) or 10 ** 9
-    context = min(round(prompt_tokens + max_new_tokens / 2), limit - max(gammas) - 2)
-    inner = inner_for(model, context)
-    draft_rows = draft_cost_curve(model, kept, context=context, repeats=cost_repeats, inner=inner,
-                                  skips={"draft set": skip}, draft_weights=draft_weights, seed=seed)
+    context = min(round(prompt_tokens + plan.max_new_tokens / 2), limit - max(plan.gammas) - 2)
+    inner, repeats, seed = inner_for(model, context), plan.cost_repeats, plan.seed
+    draft_rows = draft_cost_curve(model, plan.kept, context=context, repeats=repeats, inner=inner,
+                                  skips={"draft set": skip}, draft_weights=plan.draft_weights, seed=seed)
     verify_rows = [{**r, "gamma": r["tokens"] - 1} for r in verify_cost_curve(
-        model, [1] + [g + 1 for g in gammas], context=context, repeats=cost_repeats, inner=inner, seed=seed)]
-    prefill = prefill_cost(model, max(1, round(prompt_tokens) - 1), repeats=cost_repeats, inner=inner,
+        model, [1] + [g + 1 for g in plan.gammas], context=context, repeats=repeats, inner=inner, seed=seed)]
+    prefill = prefill_cost(model, max(1, round(prompt_tokens) - 1), repeats=repeats, inner=inner,
                            seed=seed)["prefill"]
     return context, draft_rows, verify_rows, prefill
 
 
-def calibrate(model, tokenizer, *, prompts=None, kept: Sequence[float] = (1.0, 0.75, 0.5, 0.25),
-              gammas: Sequence[int] = (1, 2, 4, 8), max_new_tokens: int = 32, repeats: int = 3,
-              skip: SkipSet | None = None, skip_source: str = "", draft_kept: float = 0.5,
-              draft_weights: str | None = None, n_prompts: int = 2,
-              cost_repeats: int = 5, model_name: str = "", seed: int = 0, progress: bool = False) -> Calibration:
+def calibrate(model, tokenizer, plan: CalibrationPlan | None = None, *, prompts=None, skip: SkipSet | None = None,
+              progress: bool = False, **options) -> Calibration:
     """Measure c(kept fraction), c_v(γ) and α, predict the speedup self-drafting reaches on this machine, and
     measure it beside the prediction (see the module docstring). Runs on ``model``'s device and dtype.
 
+    ``plan``: a :class:`CalibrationPlan`, or its fields by name (``calibrate(model, tok, max_new_tokens=16)``).
     ``prompts``: texts (or labkit Prompts); None: ``n_prompts`` held-out stdlib prompts (``seed`` picks them). The
     agreement and the measured run use the same prompts, ``max_new_tokens`` new tokens each. ``skip``: the draft's
     skip set (say where it came from in ``skip_source``); None:
@@ -323,20 +343,17 @@ def calibrate(model, tokenizer, *, prompts=None, kept: Sequence[float] = (1.0, 0
     reads ("int8", or None: the model's own), in the costs, the agreement and the run alike. ``repeats``: interleaved
     repetitions of the measured run; ``cost_repeats``: rounds of the cost timings. Takes a few seconds for the shipped
     models and about a minute for a 350 M model on one CPU thread with the defaults."""
-    check_int("max_new_tokens", max_new_tokens, 2)
-    check_probability("draft_kept", draft_kept)
-    gammas = sorted({check_int("a gamma", g, 1) for g in gammas})
+    plan = record_from("plan", plan, CalibrationPlan, options)
+    max_new_tokens, gammas, draft_weights = plan.max_new_tokens, plan.gammas, plan.draft_weights
     watch = Stopwatch()
     n_layers = len(decoder_layers(model))
-    if skip is None:
-        skip, skip_source = uniform_layer_skip(n_layers, draft_kept), skip_source or f"uniform layer skip, kept " \
-                                                                                     f"{draft_kept:.2f}"
+    skip_source = plan.skip_source or ("" if skip is not None else f"uniform layer skip, kept {plan.draft_kept:.2f}")
+    skip = skip if skip is not None else uniform_layer_skip(n_layers, plan.draft_kept)
     skip.validate(n_layers)
-    texts = _prompt_texts(prompts, n_prompts, seed)
+    texts = _prompt_texts(prompts, plan.n_prompts, plan.seed)
     prompt_ids = [tokenizer(t, return_tensors="pt", add_special_tokens=False)["input_ids"] for t in texts]
     prompt_tokens = statistics.fmean(ids.shape[1] for ids in prompt_ids)
-    context, draft_rows, verify_rows, prefill = _costs(model, prompt_tokens, max_new_tokens, kept, gammas, skip,
-                                                       draft_weights, cost_repeats, seed)
+    context, draft_rows, verify_rows, prefill = _costs(model, prompt_tokens, plan, skip)
     c = next(r["c"] for r in draft_rows if r["label"] == "draft set")
     device = model_device(model)
     probe = AgreementProbe.from_prompts(model, tokenizer, texts, max_new_tokens)     # it feeds the model's device
@@ -354,14 +371,14 @@ def calibrate(model, tokenizer, *, prompts=None, kept: Sequence[float] = (1.0, 0
                                                                 draft_weights=draft_weights, max_new_tokens=n,
                                                                 eos_token_id=[]))]
     with torch.inference_mode():
-        runs = run_interleaved(decoders, prompt_ids, max_new_tokens=max_new_tokens, repeats=repeats,
+        runs = run_interleaved(decoders, prompt_ids, max_new_tokens=max_new_tokens, repeats=plan.repeats,
                                desc="calibration", progress=progress)
     return Calibration(
-        model=model_name or getattr(model.config, "_name_or_path", "") or type(model).__name__,
+        model=plan.model_name or getattr(model.config, "_name_or_path", "") or type(model).__name__,
         device=device_name(device), dtype=str(model_dtype(model)).removeprefix("torch."),
         threads=torch.get_num_threads(), n_layers=n_layers, n_parameters=sum(p.numel() for p in model.parameters()),
         prompts=texts, prompt_tokens=prompt_tokens, context=context, max_new_tokens=max_new_tokens,
-        repeats=repeats, plain_ms=draft_rows[0]["plain_ms"], draft_costs=draft_rows, verify_costs=verify_rows,
+        repeats=plan.repeats, plain_ms=draft_rows[0]["plain_ms"], draft_costs=draft_rows, verify_costs=verify_rows,
         prefill=prefill, skip=skip.to_dict(), skip_source=skip_source, draft_weights=draft_weights, c=c,
         alpha=alpha,
         n_positions=probe.n_positions, predictions=predictions, gamma=gamma, rows=summarise(runs),

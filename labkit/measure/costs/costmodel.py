@@ -30,7 +30,7 @@ from ...artifacts import arguments
 from ...artifacts.models import load_model
 from ...artifacts.paths import RESULTS_DIR
 from ...core.cache import crop_to, new_cache
-from ...core.checks import check_int
+from ...core.checks import check_int, with_defaults
 from ...core.devices import clock
 from ...core.draft_weights import draft_weights as build_draft_weights
 from ...core.forward import forward_tokens
@@ -274,17 +274,24 @@ def _fit_quality(X: list[list[float]], y: list[float], coef: list[float]) -> dic
     return {"r2": 1 - ss_res / ss_tot, "rmse_ms": math.sqrt(ss_res / len(y))}
 
 
+#: How :func:`measure_cost_model` times, by name, with its defaults.
+TIMING_DEFAULTS = {"context": 128, "n_sets": None, "repeats": 7, "warmup": 3, "max_draft": MAX_DRAFT, "seed": 0}
+
+
 @torch.inference_mode()
-def measure_cost_model(model, *, context: int = 128, n_sets: int | None = None, repeats: int = 7, warmup: int = 3,
-                       max_draft: int = MAX_DRAFT, seed: int = 0, model_name: str = "",
-                       pooling: str = "partial", draft_weights: str | None = None) -> CostModel:
+def measure_cost_model(model, *, model_name: str = "", pooling: str = "partial", draft_weights: str | None = None,
+                       **timing) -> CostModel:
     """Time this machine's forwards of ``model`` and fit a :class:`CostModel` (see the module docstring).
 
     ``n_sets`` random skip sets (default 4L + 8) for the regression, ``repeats`` timings of each (minimum
     kept), verify forwards of 1..max_draft+1 tokens. Takes a few seconds for the lab's models.
     ``draft_weights="int8"``: the skip sets' forwards read int8 draft weights (the draft's cost), while
     ``full_step_ms`` and ``verify_ms`` stay the model's own (the target's cost), so c = draft_ms / full_step_ms.
+    ``timing``, by name (:data:`TIMING_DEFAULTS`): ``context``, ``n_sets``, ``repeats``, ``warmup``, ``max_draft``,
+    ``seed``.
     """
+    context, n_sets, repeats, warmup, max_draft, seed = with_defaults("measure_cost_model", timing,
+                                                                      TIMING_DEFAULTS).values()
     _check_pooling(pooling)                                         # before any timing
     if repeats < 1 or warmup < 0 or context < 1 or max_draft < 1:
         raise ValueError("repeats and context must be >= 1, warmup >= 0, max_draft >= 1")

@@ -284,12 +284,14 @@ def compute_grid(model, tokenizer, *, model_name: str, config: GridConfig | None
         cells += rows
         ratio_rows.append(ratio_row)
     bar.close()
-    return _grid_payload(model, model_name, cfg, source, prompt_info, ratio_rows, cells, cost_models, command,
-                         clock.seconds)
+    return _grid_payload(model, model_name, cfg, source, prompt_info, (ratio_rows, cells), cost_models,
+                         (command, clock.seconds))
 
 
-def _grid_payload(model, model_name, cfg, source, prompt_info, ratio_rows, cells, cost_models: dict, command,
-                  seconds: float) -> dict:
+def _grid_payload(model, model_name, cfg, source, prompt_info, runs: tuple[list, list], cost_models: dict,
+                  provenance: tuple[str | None, float]) -> dict:
+    """The grid's JSON: ``runs`` = (one row per skip set, one per cell), ``provenance`` = (command, seconds)."""
+    (ratio_rows, cells), (command, seconds) = runs, provenance
     adaptive = make_policy("adaptive", 0.6, 12)
     return {
         "format": FORMAT, "model": str(model_name), "n_layers": int(model.config.num_hidden_layers),

@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from ...artifacts.paths import DATA_DIR
+from ...core.checks import take_options
 from ..harness import Decoder, Method, json_safe, run_interleaved, summarise
 
 __all__ = ["REFERENCE_DIR", "SOURCES", "PLAIN", "AA", "SUMMARY_METHODS", "SAMPLING_METHODS", "Spread",
@@ -269,14 +270,18 @@ def aa_sentence(aa: AAResult | Spread, label: str | None = None, *, live: bool =
             f"differences inside a range like this are noise.")
 
 
-def row_from_summary(summary: dict, *, group: str, source: str, prompts: int, tokens: int, repetitions: int,
-                     label: str | None = None, baseline: str = "plain loop", extra: Sequence[str] = ()) -> ReferenceRow:
+def row_from_summary(summary: dict, *, label: str | None = None, baseline: str = "plain loop",
+                     extra: Sequence[str] = (), **run) -> ReferenceRow:
     """A :class:`ReferenceRow` from one row of :func:`labkit.measure.harness.summarise` (``label`` renames it;
-    ``extra``: harness columns kept in the row's ``extra``)."""
+    ``extra``: harness columns kept in the row's ``extra``). ``run``: the row's fields the summary does not hold,
+    by name: ``group``, ``source``, ``prompts``, ``tokens``, ``repetitions``."""
+    take_options("row_from_summary", run, ("group", "source", "prompts", "tokens", "repetitions"))
+    missing = [k for k in ("group", "source", "prompts", "tokens", "repetitions") if k not in run]
+    if missing:
+        raise TypeError(f"row_from_summary() missing keyword argument {missing[0]!r}")
     identical = summary.get("identical")
     return ReferenceRow(
-        group=group, method=label or summary["method"], kind=summary.get("kind", ""), source=source, prompts=prompts,
-        tokens=tokens, repetitions=repetitions,
+        method=label or summary["method"], kind=summary.get("kind", ""), **run,
         ms_per_token=Spread(summary["ms_per_token"], summary["ms_min"], summary["ms_max"]),
         speedup=Spread(summary["speedup"], summary["speedup_min"], summary["speedup_max"]),
         acceptance=summary.get("acceptance", math.nan), tokens_per_step=summary.get("tokens_per_step", math.nan),

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from ...core.checks import record_from
 from ...core.decoding import GenerationResult, autoregressive_generate, speculative_generate
 from ...core.drafters import Drafter
 from ...core.gate import TargetConfidenceGate
@@ -31,7 +32,7 @@ from ...core.policies import AdaptiveThreshold, DraftPolicy, FixedK
 from ..harness import Decoder, Method, run_interleaved, summarise
 from .saturation import roc_auc
 
-__all__ = ["GateSweep", "gate_sweep", "gate_signal", "gate_preview", "RandomGate", "gate_control",
+__all__ = ["GateRun", "GateSweep", "gate_sweep", "gate_signal", "gate_preview", "RandomGate", "gate_control",
            "measured_gated_fraction"]
 
 
@@ -60,8 +61,19 @@ def _spec(model, make_drafter: Callable[[], Drafter], policy: DraftPolicy):
     return lambda ids, n: speculative_generate(model, ids, drafter=make_drafter(), policy=policy, max_new_tokens=n)
 
 
+@dataclass(frozen=True)
+class GateRun:
+    """How :func:`gate_sweep` and :func:`gate_control` run their arms: ``max_new_tokens`` per prompt, interleaved
+    ``repeats`` times (None: 2 for the sweep, 3 for the control), ``seed`` of the random control."""
+
+    max_new_tokens: int = 64
+    repeats: int | None = None
+    seed: int = 0
+    progress: bool = True
+
+
 def _per_prompt_set(tokenizer, prompt_sets: dict[str, list[str]], arms_for: Callable[[list], list], *, label: str,
-                    max_new_tokens: int, repeats: int, progress: bool) -> GateSweep:
+                    run: GateRun, repeats: int) -> GateSweep:
     """What :func:`gate_sweep` and :func:`gate_control` share: for each prompt set the arms ``arms_for(prompt ids)``
     gives ([(decoder, its columns, the signal's policy label or None)], the plain loop first) run interleaved, one row
     per arm but the plain one (the harness's columns, then ``prompts``, the arm's columns and the plain loop's ms per
@@ -70,8 +82,9 @@ def _per_prompt_set(tokenizer, prompt_sets: dict[str, list[str]], arms_for: Call
     for set_name, texts in prompt_sets.items():
         prompt_ids = [tokenizer(t, return_tensors="pt")["input_ids"] for t in texts]
         arms = arms_for(prompt_ids)
-        runs = run_interleaved([a[0] for a in arms], prompt_ids, max_new_tokens=max_new_tokens, repeats=repeats,
-                               warmup_tokens=4, desc=f"{label}: {set_name}", progress=progress)
+        runs = run_interleaved([a[0] for a in arms], prompt_ids, max_new_tokens=run.max_new_tokens,
+                               repeats=run.repeats or repeats, warmup_tokens=4, desc=f"{label}: {set_name}",
+                               progress=run.progress)
         summary = summarise(runs)
         for (d, columns, signal_policy), row in zip(arms[1:], summary[1:]):
             rows.append({**row, "prompts": set_name, **columns, "plain_ms_per_token": summary[0]["ms_per_token"]})
@@ -83,9 +96,10 @@ def _per_prompt_set(tokenizer, prompt_sets: dict[str, list[str]], arms_for: Call
 
 def gate_sweep(model, tokenizer, prompt_sets: dict[str, list[str]], make_drafter: Callable[[], Drafter], *,
                thresholds=(0.2, 0.4, 0.6, 0.8), policies: dict[str, Callable[[], DraftPolicy]] | None = None,
-               max_new_tokens: int = 64, repeats: int = 2, progress: bool = True) -> GateSweep:
+               run: GateRun | None = None, **options) -> GateSweep:
     """Speedup (vs plain, same prompts, interleaved), acceptance, tokens per step and gated fraction for
-    every prompt set x policy x gate threshold (and no gate)."""
+    every prompt set x policy x gate threshold (and no gate). ``run``: a :class:`GateRun`, or its fields by name."""
+    run = record_from("run", run, GateRun, options)
     policies = policies or {"adaptive draft exit": AdaptiveThreshold, "fixed 4": lambda: FixedK(4)}
     _check_thresholds(thresholds)
 
@@ -99,8 +113,7 @@ def gate_sweep(model, tokenizer, prompt_sets: dict[str, list[str]], make_drafter
                             {"threshold": np.nan if t is None else t}, pname if t is None else None))
         return out
 
-    return _per_prompt_set(tokenizer, prompt_sets, arms, label="gate sweep", max_new_tokens=max_new_tokens,
-                           repeats=repeats, progress=progress)
+    return _per_prompt_set(tokenizer, prompt_sets, arms, label="gate sweep", run=run, repeats=2)
 
 
 def gate_signal(results: list[GenerationResult]) -> pd.DataFrame:
@@ -201,15 +214,17 @@ def _control_arms(model, prompt_ids, make_drafter, make_policy, thresholds, max_
 
 
 def gate_control(model, tokenizer, prompt_sets: dict[str, list[str]], make_drafter: Callable[[], Drafter],
-                 make_policy: Callable[[], DraftPolicy], *, thresholds=(0.4,), max_new_tokens: int = 64,
-                 repeats: int = 3, seed: int = 0, progress: bool = True) -> GateSweep:
+                 make_policy: Callable[[], DraftPolicy], *, thresholds=(0.4,), run: GateRun | None = None,
+                 **options) -> GateSweep:
     """For each prompt set: plain decoding, the drafter with no gate, and per threshold the gate and a
     :class:`RandomGate` at the gate's measured gated fraction, interleaved ``repeats`` times (the harness's
     protocol). One row per (prompt set, arm, threshold) with the harness's columns (speedup and its min-max over
     repetitions, acceptance, gated fraction, ...); ``arm`` is 'no gate', 'gate' or 'random control', ``target
-    fraction`` the control's probability. ``signal``: the ungated runs' steps, as :func:`gate_signal` gives."""
+    fraction`` the control's probability. ``signal``: the ungated runs' steps, as :func:`gate_signal` gives.
+    ``run``: a :class:`GateRun`, or its fields by name."""
+    run = record_from("run", run, GateRun, options)
     _check_thresholds(thresholds)
     return _per_prompt_set(
         tokenizer, prompt_sets,
-        lambda ids: _control_arms(model, ids, make_drafter, make_policy, thresholds, max_new_tokens, seed),
-        label="gate control", max_new_tokens=max_new_tokens, repeats=repeats, progress=progress)
+        lambda ids: _control_arms(model, ids, make_drafter, make_policy, thresholds, run.max_new_tokens, run.seed),
+        label="gate control", run=run, repeats=3)
