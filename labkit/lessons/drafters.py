@@ -72,6 +72,7 @@ LAB_CHAPTERS = [
     {"number": "07", "title": "adaptive skip sets (which blocks, per context)", "method": "layer skip"},
     {"number": "08", "title": "saturation and early exit", "method": "early exit"},
     {"number": "09", "title": "choosing a drafter (the gate, every drafter)", "method": "speculative"},
+    {"number": "12", "title": "width drafts (contextual sparsity, pruning)", "method": "sparsity"},
 ]
 
 def combo_exit_layer(sat: Saturation, min_alpha: float = 0.8) -> int:
