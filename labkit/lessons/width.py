@@ -156,23 +156,22 @@ def draft_grid(model, predictors: WidthPredictors, skip: SkipSet, probe: Agreeme
                kept: Sequence[float] = KEPT, *, context: int = 64, repeats: int = 7) -> list[dict]:
     """Per draft and kept fraction (:data:`DRAFTS`): the teacher-forced agreement α on ``probe``'s positions, the
     parameters read, and c: one drafted token's forward over one plain step from a cache of ``context`` tokens,
-    every draft timed in the same interleaved rounds (the fastest over the fastest; ``c_min``–``c_max`` the range
-    of the per-round ratios)."""
+    each draft interleaved with the plain step in rounds of its own (so each ratio pairs two calls taken moments
+    apart: on a shared machine the steadiest); c is the median per-round ratio, ``c_min``–``c_max`` their range."""
     drafts = _drafts(model, predictors, skip, kept)
     runner = CachedForwards(model, context, 1)
-    calls = {"plain": runner.one_token}
-    for i, d in enumerate(drafts):
-        calls[i] = (lambda d=d: runner.one_token(d["skip"], d["weights"]))
-    samples = interleaved_ms(calls, repeats=repeats)
     rows = []
-    for i, d in enumerate(drafts):
+    for d in drafts:
+        samples = interleaved_ms({"plain": runner.one_token,
+                                  "draft": lambda d=d: runner.one_token(d["skip"], d["weights"])},
+                                 repeats=repeats, inner=2)
         if d["weights"] is None:
             top1 = probe.top1(d["skip"])
         else:
             with d["weights"].swapped():
                 top1 = probe.top1(d["skip"])
         alpha = float(((top1 == probe.targets) & probe.scored).sum()) / probe.n_positions
-        c, lo, hi = ratio_spread(samples[i], samples["plain"], "fastest")
+        c, lo, hi = ratio_spread(samples["draft"], samples["plain"], "median")
         rows.append({"draft": d["draft"], "kept": d["kept"], "alpha": alpha, "params": d["params"], "c": c,
                      "c_min": lo, "c_max": hi})
     return rows
@@ -205,7 +204,9 @@ def _mlp_calls(model, predictors: WidthPredictors, k: int, x: torch.Tensor) -> d
     layers = [layer.mlp for layer in decoder_layers(model)]
     gathered = [GatheredMLP(m, predictors.a[i], predictors.b[i], k) for i, m in enumerate(layers)]
     pruned = [PrunedMLP(m, predictors.importance[i], k) for i, m in enumerate(layers)]
-    return {"dense": lambda: [m(x) for m in layers], "pruned": lambda: [m(x) for m in pruned],
+    dense = [PrunedMLP(m, predictors.importance[i], n) for i, (m, n) in enumerate(
+        (m, mlp_parts(m)[0].shape[0]) for m in layers)]                     # every neuron, the same code path
+    return {"dense": lambda: [m(x) for m in dense], "pruned": lambda: [m(x) for m in pruned],
             "gathered (with predictor)": lambda: [m(x) for m in gathered],
             "predictor alone": lambda: [m.scores(x).topk(k, dim=-1) for m in gathered]}
 
@@ -215,7 +216,9 @@ def mlp_costs(model, predictors: WidthPredictors, kept: Sequence[float] = KEPT[:
               inner: int = 5) -> list[dict]:
     """One token through every layer's MLP in turn, interleaved: pruned, gathered (the predictor's top k, the
     gathers and the products) and the predictor alone, each one's time over the dense MLP's (``ratio``: the
-    fastest over the fastest, with the per-round range) and the bytes it reads over the dense MLP's."""
+    median per-round ratio, with their range) and the bytes it reads over the dense MLP's. Dense is the
+    pruned code keeping every neuron (three ``F.linear`` calls, as the stand-ins make), so the ratios compare the
+    work and the gathers, not the model's own module calls."""
     H, I = model.config.hidden_size, model.config.intermediate_size
     x = torch.randn(1, H, generator=torch.Generator().manual_seed(0)).to(mlp_parts(decoder_layers(model)[0].mlp)[0])
     rank2 = predictors.a[0].shape[1]
@@ -226,7 +229,7 @@ def mlp_costs(model, predictors: WidthPredictors, kept: Sequence[float] = KEPT[:
         nbytes = {"pruned": 3 * H * k, "gathered (with predictor)": 3 * H * k + rank2 * (H + I),
                   "predictor alone": rank2 * (H + I)}
         for kernel, read in nbytes.items():
-            ratio, lo, hi = ratio_spread(samples[kernel], samples["dense"], "fastest")
+            ratio, lo, hi = ratio_spread(samples[kernel], samples["dense"], "median")
             rows.append({"kernel": kernel, "kept": f, "k": k, "ratio": ratio, "ratio_min": lo, "ratio_max": hi,
                          "bytes": read / (3 * H * I), "dense_us": 1e3 * min(samples["dense"]) / len(
                              decoder_layers(model))})
@@ -298,7 +301,8 @@ def width_verdict(reference: Reference | None, source: str = "packages", group: 
 # -- the explorer -------------------------------------------------------------------------------------------------
 class WidthExplorer:
     """A kept-fraction slider over :func:`draft_grid`'s rows: each draft's agreement α, draft cost c and parameters
-    read at that fraction (the depth draft's row stays), redrawn from the rows; a readout names the draft with the
+    read at that fraction (the depth draft's row stays; bars without error bars, which a redraw keeps to x and y),
+    redrawn from the rows; a readout names the draft with the
     best analytic limit at γ = 4 and c_v = 1 (E(α, γ) / (γ·c + c_v)). ``.widget``."""
 
     def __init__(self, rows: Sequence[dict], kept: float = 0.5, gamma: int = 4):
@@ -310,7 +314,7 @@ class WidthExplorer:
             raise ValueError(f"kept must be one of {options}, got {kept!r}")
         self.slider = widgets.SelectionSlider(options=options, value=kept, description="kept",
                                               continuous_update=True, layout=widgets.Layout(width="420px"))
-        self.figure = as_widget(draft_figure(self.rows, kept))
+        self.figure = as_widget(draft_figure(self.rows, kept, errors=False))
         self.readout = widgets.HTML()
         self.last_update_ms = float("nan")
         self.slider.observe(lambda change: self.update(), names="value")
@@ -333,7 +337,8 @@ class WidthExplorer:
         best = max(mine, key=self.limit)
         self.readout.value = (f"At kept {kept:g}, with γ = {self.gamma} and c_v = 1, the highest analytic limit "
                               f"E(α, γ) / (γ·c + c_v) is <b>{best['draft']}</b>'s, {self.limit(best):.2f}× (c "
-                              f"measured on this machine).")
+                              f"{best['c']:.2f}, {best['c_min']:.2f}–{best['c_max']:.2f} over the rounds, measured "
+                              f"on this machine).")
         self.last_update_ms = 1e3 * (time.perf_counter() - t0)
 
     def _ipython_display_(self):

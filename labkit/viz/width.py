@@ -78,12 +78,13 @@ def draft_data(rows: Sequence[dict], kept: float) -> list[dict]:
     return out
 
 
-def draft_figure(rows: Sequence[dict], kept: float) -> go.Figure:
-    """Each draft's agreement α, draft cost c and parameters read at ``kept`` (:func:`draft_data`)."""
+def draft_figure(rows: Sequence[dict], kept: float, errors: bool = True) -> go.Figure:
+    """Each draft's agreement α, draft cost c and parameters read at ``kept`` (:func:`draft_data`); ``errors``: c's
+    range over the timing rounds as error bars (a widget redrawing x and y only leaves them out)."""
     fig = go.Figure()
     for trace, (_, _, color) in zip(draft_data(rows, kept), DRAFT_BARS):
         error = (dict(type="data", symmetric=False, array=trace["error"][0], arrayminus=trace["error"][1])
-                 if trace["error"] else None)
+                 if trace["error"] and errors else None)
         fig.add_trace(go.Bar(x=trace["x"], y=trace["y"], name=trace["name"], marker_color=color, error_y=error))
     fig.update_yaxes(title_text="α, c or share of parameters", range=[0, 1.6])
     fig.update_layout(title=f"Width drafts keeping {kept:g} of the MLP neurons, beside the depth draft",
@@ -109,7 +110,7 @@ def mlp_cost_figure(rows: Sequence[dict]) -> go.Figure:
     fig.add_hline(y=1.0, line=dict(color=PALETTE["analytic"], dash="dot"))
     fig.update_yaxes(title_text="÷ the dense MLP (time, or bytes read)", rangemode="tozero")
     fig.update_layout(title="One MLP, one token: time and bytes against the dense MLP (this machine)",
-                      barmode="group", height=440, **_LAYOUT)
+                      barmode="group", scattermode="group", height=440, **_LAYOUT)
     return fig
 
 

@@ -239,12 +239,18 @@ def limit_explorer(d: WidgetDriver) -> None:
     d.slider("α")
 
 
+def kept_explorer(d: WidgetDriver) -> None:
+    """12: the kept fraction of the MLP neurons (a selection slider over the measured fractions)."""
+    d.slider("kept")
+
+
 #: One plan per interactive widget of a notebook, in page order.
 PLANS = {"01_bayesian_optimization": [bo_stepper], "03_draft_verify_timeline": [trace_replayer],
          "04_playground": [playground], "05_speculative_sampling": [sampling_explorer, monte_carlo_panel],
          "06_parallel_decoding": [iteration_stepper], "07_adaptive_skip_sets": [set_explorer],
          "08_saturation_and_early_exit": [exit_layer_explorer], "09_choosing_a_drafter": [gate_explorer],
-         "10_draft_trees": [tree_stepper], "11_roofline_and_regimes": [limit_explorer]}
+         "10_draft_trees": [tree_stepper], "11_roofline_and_regimes": [limit_explorer],
+         "12_width_drafts": [kept_explorer]}
 
 
 def test_every_control_changes_the_figure_to_pythons_values(ran, shots):

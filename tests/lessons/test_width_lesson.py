@@ -10,6 +10,7 @@ import torch
 from labkit.core.skip import SkipSet
 from labkit.core.width import WidthPredictors, WidthSet
 from labkit.lessons import width as lw
+from labkit.lessons.reference_claims import live_beside_reference
 from labkit.measure.agreement import AgreementProbe
 from labkit.measure.reference.groups import DEPTH_DRAFT
 from labkit.measure.reference.loader import PLAIN, Machine, Reference, ReferenceRow, Spread
@@ -76,7 +77,9 @@ def test_draft_grid_times_and_scores_every_draft(model, predictors):
     explorer = lw.WidthExplorer(rows, kept=0.5)
     explorer.slider.value = 0.25
     pruned = next(r for r in rows if r["draft"] == "pruned" and r["kept"] == 0.25)
-    assert explorer.figure.data[0].y[2] == pytest.approx(pruned["alpha"]) and "0.25" in explorer.figure.layout.title.text
+    assert explorer.figure.data[0].y[2] == pytest.approx(pruned["alpha"])
+    assert "0.25" in explorer.figure.layout.title.text
+    assert explorer.figure.data[1].error_y.array is None and "over the rounds" in explorer.readout.value
     assert "this machine" in explorer.readout.value and explorer.last_update_ms >= 0
     with pytest.raises(ValueError, match="kept must be one of"):
         lw.WidthExplorer(rows, kept=0.1)
@@ -122,8 +125,6 @@ def test_speed_rows_read_the_group_without_the_plain_loop():
 
 
 def test_live_rows_beside_the_reference_say_this_machine():
-    from labkit.lessons.reference_claims import live_beside_reference
-
     ref = reference((1.1, 1.0, 1.2), (1.0, 0.9, 1.1))
     inside = live_beside_reference({DEPTH_DRAFT: Spread(1.12, 1.05, 1.2)}, ref, "12", "packages")
     outside = live_beside_reference({DEPTH_DRAFT: Spread(0.8, 0.75, 0.85)}, ref, "12", "packages")

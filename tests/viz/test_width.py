@@ -30,6 +30,8 @@ def test_draft_data_keeps_the_depth_row_at_every_kept_fraction():
         fig.draft_data(GRID, 0.75)
     f = fig.draft_figure(GRID, 0.25)
     assert len(f.data) == 3 and list(f.data[2].y) == [0.57, 0.525, 0.525, 0.525, 0.525]
+    assert f.data[1].error_y.array is not None and fig.draft_figure(GRID, 0.25, errors=False).data[1].error_y.array \
+        is None
 
 
 def test_mlp_cost_and_speed_figures():
