@@ -30,7 +30,7 @@ SESSION_START = time.time()
 #: that say "this machine" (issue 35). Only those whose one FAST run is cheap (about a minute on the 2-core VM): a
 #: second run of every notebook would take the suite past its 20 minutes. The others rely on their sentence
 #: builders' tests, each of which checks that a live line says "this machine".
-FAST_TWICE = ("06_parallel_decoding", "09_choosing_a_drafter", "11_roofline_and_regimes")
+FAST_TWICE = ("06_parallel_decoding", "09_choosing_a_drafter", "11_roofline_and_regimes", "12_width_drafts")
 REQUIRED_PARAMETERS = {"FAST", "SEED", "OUTPUT_DIR"}
 
 # Ranges, not exact floats: what each notebook's metrics JSON must satisfy in FAST mode.
