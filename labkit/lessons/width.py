@@ -87,7 +87,7 @@ def sparsity_sentence(rows: Sequence[dict]) -> str:
     low, high = min(mine, key=lambda r: r["median"]), max(mine, key=lambda r: r["median"])
     return (f"For one token, {share:.0%} of a layer's MLP output comes from a median {low['median']:.0%} of its "
             f"neurons (layer {low['layer']}) to {high['median']:.0%} (layer {high['layer']}), over "
-            f"{mine[0]['tokens']} held-out tokens: most neurons add little, and which ones matter changes per token.")
+            f"{mine[0]['tokens']} held-out tokens: most neurons add little to any one token's output.")
 
 
 def recall_rows(model, predictors: WidthPredictors, windows: torch.Tensor, kept: Sequence[float] = KEPT[:3]
@@ -109,31 +109,31 @@ def recall_sentence(rows: Sequence[dict], kept: float = 0.25) -> str:
 
 
 # -- drafts: agreement, parameters read, cost ----------------------------------------------------------------
+def _sizes(model) -> tuple[int, int, int, int]:
+    """(parameters of one attention block, hidden size H, MLP neurons I, the full model's per-token parameters)."""
+    layers = decoder_layers(model)
+    attention = sum(p.numel() for p in layers[0].self_attn.parameters() if p.dim() == 2)
+    H, I = model.config.hidden_size, model.config.intermediate_size
+    return attention, H, I, model.get_output_embeddings().weight.numel() + len(layers) * (attention + 3 * H * I)
+
+
 def parameters_read(model, skip: SkipSet | None, width: WidthSet | None) -> float:
     """The fraction of the full model's per-token parameters a drafted token reads: the kept attention blocks, the
     kept MLP neurons (3·H each) and the LM head (always); embeddings are a lookup, not counted (a dynamic draft's
     predictors: :func:`draft_grid` adds them)."""
-    layers, skip = decoder_layers(model), skip or SkipSet()
-    attention = sum(p.numel() for p in layers[0].self_attn.parameters() if p.dim() == 2)
-    H, I = model.config.hidden_size, model.config.intermediate_size
-    head = model.get_output_embeddings().weight.numel()
-    kept = head
-    for i in range(len(layers)):
+    attention, H, I, full = _sizes(model)
+    skip, kept = skip or SkipSet(), model.get_output_embeddings().weight.numel()
+    for i in range(len(decoder_layers(model))):
         kept += 0 if i in skip.attention else attention
         if i not in skip.mlp:
-            frac = width.mlp[i] if width else 1.0
-            kept += 3 * H * round(frac * I)
-    return kept / (head + len(layers) * (attention + 3 * H * I))
+            kept += 3 * H * round((width.mlp[i] if width else 1.0) * I)
+    return kept / full
 
 
 def _predictor_share(model, predictors: WidthPredictors, skip: SkipSet) -> float:
     """A dynamic draft's predictors' parameters over the full model's (the layers whose MLP it computes)."""
-    layers = decoder_layers(model)
-    attention = sum(p.numel() for p in layers[0].self_attn.parameters() if p.dim() == 2)
-    H, I = model.config.hidden_size, model.config.intermediate_size
-    full = model.get_output_embeddings().weight.numel() + len(layers) * (attention + 3 * H * I)
     per_layer = predictors.a[0].numel() + predictors.b[0].numel()
-    return sum(per_layer for i in range(len(layers)) if i not in skip.mlp) / full
+    return sum(per_layer for i in range(predictors.n_layers) if i not in skip.mlp) / _sizes(model)[3]
 
 
 def _drafts(model, predictors: WidthPredictors, skip: SkipSet, kept: Sequence[float]) -> list[dict]:
