@@ -292,7 +292,8 @@ def width_verdict(reference: Reference | None, source: str = "packages", group: 
     head = (f"In the reference run on {source} prompts (fp32) the fastest width draft, {best.method}, reached "
             f"{best.speedup.text('×')} against the depth draft's {depth.speedup.text('×')}")
     if best.speedup.median >= depth.speedup.median:
-        return [head + ": it reaches the depth draft's speedup."]
+        noise = "within the noise of it" if best.speedup.overlaps(depth.speedup) else "faster beyond the noise"
+        return [head + f": it reaches the depth draft's speedup ({noise})."]
     if best.speedup.overlaps(depth.speedup):
         return [head + ": within the noise of it.", _why(best, depth)]
     return [head + ": slower, beyond the noise.", _why(best, depth)]

@@ -106,8 +106,11 @@ def reference(depth, best, **best_columns):
 
 
 def test_the_verdict_turns_with_the_reference():
-    reached = lw.width_verdict(reference((1.10, 1.05, 1.15), (1.20, 1.15, 1.25)))
-    assert len(reached) == 1 and "depth + pruned 0.5, reached 1.20×" in reached[0] and "reaches" in reached[0]
+    reached = lw.width_verdict(reference((1.10, 1.05, 1.15), (1.20, 1.16, 1.25)))
+    assert len(reached) == 1 and "depth + pruned 0.5, reached 1.20×" in reached[0]
+    assert reached[0].endswith("reaches the depth draft's speedup (faster beyond the noise).")
+    level = lw.width_verdict(reference((1.10, 1.05, 1.25), (1.12, 1.0, 1.2)))
+    assert level[0].endswith("reaches the depth draft's speedup (within the noise of it).")
     tied = lw.width_verdict(reference((1.20, 1.10, 1.30), (1.15, 1.05, 1.25), c=0.7))
     assert tied[0].endswith("within the noise of it.") and "dearer drafted token (c 0.70 against 0.60)" in tied[1]
     slower = lw.width_verdict(reference((1.30, 1.25, 1.35), (1.00, 0.95, 1.05), acceptance=0.7, tokens=2.9))
