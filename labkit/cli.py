@@ -44,6 +44,12 @@ def robustness_main(argv: Sequence[str] | None = None) -> Path:
     return path
 
 
+def reference_main(argv: Sequence[str] | None = None) -> list[Path]:
+    """The reference runs, given the width drafts' predictor fitter (group 12; measure does not import training)."""
+    return load("labkit.measure.reference.run:main")(None if argv is None else list(argv),
+                                                     fit_width=load("labkit.training.width:predictors_for"))
+
+
 @dataclass(frozen=True)
 class Command:
     """One command: its name, the ``main(argv)`` that runs it (``"module:function"``), a one-line summary, and the
@@ -73,7 +79,7 @@ COMMANDS: tuple[Command, ...] = (
             ("bench",)),
     Command("device-bench", "labkit.measure.bench.device:main",
             "lossless checks, a benchmark and the calibration on a GPU (or any device): data/bench/device/"),
-    Command("reference", "labkit.measure.reference.run:main",
+    Command("reference", "labkit.cli:reference_main",
             "the quiet reference runs every comparison of the lab quotes (data/reference/, resumable)"),
     Command("stop-signal", "labkit.measure.signals.stop_signal:main",
             "which draft signal predicts rejection while sampling",

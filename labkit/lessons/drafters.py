@@ -40,7 +40,8 @@ FAMILY_METHODS = [
      "group": "fewer parameters per token", "x": 0.2, "y": 0.62, "feeds": ("self-spec",),
      "refs": "Zhang et al. 2023 (Draft & Verify); Elhoushi et al. 2024 (LayerSkip)"},
     {"key": "sparsity", "label": "Contextual sparsity<br>(skip heads / neurons per input)",
-     "group": "fewer parameters per token", "x": 0.2, "y": 0.42, "refs": "Liu et al. 2023 (Deja Vu)"},
+     "group": "fewer parameters per token", "x": 0.2, "y": 0.42, "feeds": ("self-spec",),
+     "refs": "Liu et al. 2023 (Deja Vu); Song et al. 2023 (PowerInfer)"},
     {"key": "moe", "label": "Mixture of experts<br>(each token uses a few experts)",
      "group": "fewer parameters per token", "x": 0.2, "y": 0.22, "refs": "Shazeer et al. 2017; Fedus et al. 2022"},
     {"key": "speculative", "label": "Speculative decoding<br>(small draft model, one verify pass)",
@@ -72,6 +73,7 @@ LAB_CHAPTERS = [
     {"number": "07", "title": "adaptive skip sets (which blocks, per context)", "method": "layer skip"},
     {"number": "08", "title": "saturation and early exit", "method": "early exit"},
     {"number": "09", "title": "choosing a drafter (the gate, every drafter)", "method": "speculative"},
+    {"number": "12", "title": "width drafts (contextual sparsity, pruning)", "method": "sparsity"},
 ]
 
 def combo_exit_layer(sat: Saturation, min_alpha: float = 0.8) -> int:

@@ -24,11 +24,14 @@ import torch
 from tqdm.auto import tqdm
 
 from ..artifacts.corpus import corpus_files
+from ..artifacts.models import fingerprint, model_key
+from ..artifacts.paths import RESULTS_DIR
 from ..core.checks import check_int, check_number
 from ..core.skip import decoder_layers
 from ..core.width import GatheredMLP, WidthPredictors, mlp_parts, neuron_contributions
 
-__all__ = ["WidthFitConfig", "sample_windows", "mlp_inputs", "fit_predictors", "recall", "load_or_fit"]
+__all__ = ["WidthFitConfig", "sample_windows", "mlp_inputs", "fit_predictors", "recall", "load_or_fit",
+           "predictors_cache", "predictors_for"]
 
 
 @dataclass(frozen=True)
@@ -70,14 +73,15 @@ def sample_windows(tokenizer, split: str, n: int, length: int, seed: int = 0, ro
 
 
 @torch.inference_mode()
-def mlp_inputs(model, windows: torch.Tensor, batch: int = 8) -> list[torch.Tensor]:
-    """Each layer's MLP input x over every token of ``windows`` (N, T): one (N·T, H) tensor per layer."""
+def mlp_inputs(model, windows: torch.Tensor, batch: int = 8, progress: bool = True) -> list[torch.Tensor]:
+    """Each layer's MLP input x over every token of ``windows`` (N, T): one (N·T, H) tensor per layer
+    (``progress``: a progress bar over the batches)."""
     layers = decoder_layers(model)
     seen: list[list[torch.Tensor]] = [[] for _ in layers]
     hooks = [layer.mlp.register_forward_pre_hook(lambda _m, args, i=i: seen[i].append(
         args[0].reshape(-1, args[0].shape[-1]).float())) for i, layer in enumerate(layers)]
     try:
-        for start in tqdm(range(0, len(windows), batch), desc="MLP inputs", leave=False):
+        for start in tqdm(range(0, len(windows), batch), desc="MLP inputs", leave=False, disable=not progress):
             model(windows[start:start + batch].to(model.device))
     finally:
         for hook in hooks:
@@ -119,12 +123,13 @@ def _share(chosen: torch.Tensor, true: torch.Tensor, n_neurons: int) -> float:
 
 
 @torch.inference_mode()
-def recall(model, predictors: WidthPredictors, windows: torch.Tensor, kept: float) -> list[dict]:
+def recall(model, predictors: WidthPredictors, windows: torch.Tensor, kept: float, progress: bool = True
+           ) -> list[dict]:
     """Per layer, over every token of ``windows``: the share of the top-k true contributions (k = kept·I) that the
     predictor's top k holds (``predictor``), and that the static importance ranking holds (``static``)."""
     check_number("kept", kept, 0.0, 1.0)
     rows = []
-    for i, (layer, x) in enumerate(zip(decoder_layers(model), mlp_inputs(model, windows))):
+    for i, (layer, x) in enumerate(zip(decoder_layers(model), mlp_inputs(model, windows, progress=progress))):
         y = neuron_contributions(layer.mlp, x.to(mlp_parts(layer.mlp)[0].dtype)).float()
         n = y.shape[1]
         k = max(1, round(kept * n))
@@ -149,3 +154,15 @@ def load_or_fit(model, tokenizer, cache_file: str | Path, cfg: WidthFitConfig = 
     predictors = fit_predictors(model, windows, cfg)
     predictors.save(cache_file)
     return predictors
+
+
+def predictors_cache(name) -> Path:
+    """Where a model's fitted predictors are cached: ``results/width/<model key>-<weights fingerprint>.pt`` (new
+    weights, a new file)."""
+    return RESULTS_DIR / "width" / f"{model_key(name)}-{fingerprint(name)}.pt"
+
+
+def predictors_for(name, model, tokenizer, cfg: WidthFitConfig = WidthFitConfig()) -> WidthPredictors:
+    """:func:`load_or_fit` at the model's own cache (:func:`predictors_cache`): what notebook 12 and the reference
+    group ``12`` read, so both use the same predictors."""
+    return load_or_fit(model, tokenizer, predictors_cache(name), cfg)

@@ -239,6 +239,11 @@ def limit_explorer(d: WidgetDriver) -> None:
     d.slider("α")
 
 
+def kept_explorer(d: WidgetDriver) -> None:
+    """12: the kept fraction of the MLP neurons (a selection slider over the measured fractions)."""
+    d.slider("kept")
+
+
 def gamma_explorer(d: WidgetDriver) -> None:
     """13: the draft length γ whose predicted S(B, γ) is drawn against batch size."""
     d.slider("γ")
@@ -250,6 +255,7 @@ PLANS = {"01_bayesian_optimization": [bo_stepper], "03_draft_verify_timeline": [
          "06_parallel_decoding": [iteration_stepper], "07_adaptive_skip_sets": [set_explorer],
          "08_saturation_and_early_exit": [exit_layer_explorer], "09_choosing_a_drafter": [gate_explorer],
          "10_draft_trees": [tree_stepper], "11_roofline_and_regimes": [limit_explorer],
+         "12_width_drafts": [kept_explorer],
          "13_batches": [gamma_explorer]}
 
 

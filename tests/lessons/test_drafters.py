@@ -181,9 +181,10 @@ def test_roc_sentence_ranks_signals():
 
 def test_the_map_places_every_chapter_on_a_method():
     keys = {m["key"] for m in lesson.FAMILY_METHODS}
-    assert [c["number"] for c in lesson.LAB_CHAPTERS] == [f"{i:02d}" for i in range(10)]
+    assert [c["number"] for c in lesson.LAB_CHAPTERS] == [f"{i:02d}" for i in range(10)] + ["12"]
     on = {c["number"]: c["method"] for c in lesson.LAB_CHAPTERS}
-    assert on["07"] == "layer skip" and "sparsity" not in on.values()      # 07 skips whole blocks, not neurons
+    assert on["07"] == "layer skip" and on["12"] == "sparsity"             # 07 skips whole blocks, 12 neurons
+    assert [n for n, m in on.items() if m == "sparsity"] == ["12"]
     assert all(c["method"] in keys for c in lesson.LAB_CHAPTERS)
     assert all(t in keys for m in lesson.FAMILY_METHODS for t in m.get("feeds", ()))
 

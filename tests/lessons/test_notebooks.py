@@ -30,7 +30,7 @@ SESSION_START = time.time()
 #: that say "this machine" (issue 35). Only those whose one FAST run is cheap (about a minute on the 2-core VM): a
 #: second run of every notebook would take the suite past its 20 minutes. The others rely on their sentence
 #: builders' tests, each of which checks that a live line says "this machine".
-FAST_TWICE = ("06_parallel_decoding", "09_choosing_a_drafter", "11_roofline_and_regimes")
+FAST_TWICE = ("06_parallel_decoding", "09_choosing_a_drafter", "11_roofline_and_regimes", "12_width_drafts")
 REQUIRED_PARAMETERS = {"FAST", "SEED", "OUTPUT_DIR"}
 
 # Ranges, not exact floats: what each notebook's metrics JSON must satisfy in FAST mode.
@@ -143,6 +143,17 @@ EXPECTED = {
                                 "shipped_error": (-0.5, 0.6), "wide_error": (-0.5, 0.6), "wide_last_error": (-0.5, 0.6),
                                 "shipped_seconds": (0.0, 60.0), "wide_seconds": (0.0, 90.0),
                                 "wide_last_seconds": (0.0, 90.0), "runtime_s": (1.0, 150.0)},
+    # agreement, recall and sparsity are deterministic; c and speedups are timings on a shared machine
+    "12_width_drafts": {"sparsity_median_fraction": (0.05, 0.95), "recall_predictor_quarter": (0.5, 1.0),
+                        "recall_static_quarter": (0.0, 0.8), "alpha_depth": (0.5, 1.0),
+                        "alpha_dynamic_half": (0.5, 1.0), "alpha_pruned_half": (0.3, 1.0),
+                        "params_depth": (0.4, 0.8), "params_pruned_half": (0.6, 0.8), "c_depth": (0.05, 3.0),
+                        "c_dynamic_half": (0.05, 5.0), "c_pruned_half": (0.05, 5.0),
+                        "gathered_over_dense_quarter": (0.01, 10.0),
+                        "reference_depth_speedup_packages": (0.3, 5.0),
+                        "reference_best_width_speedup_packages": (0.3, 5.0), "live_identical_to_plain": (1, 1),
+                        "live_best_width_speedup": (0.2, 5.0), "explorer_update_ms": (0.0, 500.0),
+                        "runtime_s": (1.0, 150.0)},
     # the reference group 13 (committed) and a small live sweep (batch 1, 4, 8) on a shared machine
     "13_batches": {"reference_batch_sizes": (6, 6), "reference_max_batch": (32, 32),
                    "reference_speedup_batch_1": (0.3, 5.0), "reference_speedup_batch_max": (0.1, 5.0),

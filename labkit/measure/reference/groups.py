@@ -1,12 +1,12 @@
 """What each reference group measures: named decoders, built with :mod:`labkit.measure.bench.methods`' builders.
 
 A group answers the questions of one place in the lab (``summary``: the reconciled speedup table of the README,
-``docs/summary.md`` and notebook 09; ``02``, ``06``, ``07``, ``09``, ``10``, ``11``, ``13``: the comparisons those
+``docs/summary.md`` and notebook 09; ``02``, ``06``, ``07``, ``09``, ``10``, ``11``, ``12``, ``13``: the comparisons those
 notebooks state in words). It is a list of :class:`Unit`: one interleaved run
 (:func:`labkit.measure.harness.run_interleaved`) of fresh decoders on one prompt source, each decoder under a fixed
 label (the row's ``method``), the speedups against the unit's ``baseline`` (the plain loop, or plain *sampling* at
-the same temperature). A unit is what :mod:`labkit.measure.reference.run` writes at once, so a stopped run resumes at
-the next unit.
+the same temperature). A unit is what :mod:`labkit.measure.reference.run` writes at once, so a stopped run resumes
+at the next unit.
 
 Stop rules are made once per unit and carried across its prompts and repetitions, as Draft & Verify's evaluation
 carries its adaptive threshold.
@@ -25,6 +25,8 @@ from ...core.decoding import speculative_generate
 from ...core.draft_config import DraftConfig
 from ...core.gate import TargetConfidenceGate
 from ...core.policies import AdaptiveThreshold, StaticThreshold
+from ...core.skip import SkipSet
+from ...core.width import WidthSet, width_drafter
 from ..bench.methods import (
     BenchConfig,
     cascade_methods,
@@ -50,12 +52,19 @@ from ..comparisons.cascades import aggressive_level, cascade_decoders, cascade_m
 from ..harness import Decoder, Method
 from .loader import AA, PLAIN, SOURCES
 
-__all__ = ["Unit", "Group", "GROUPS", "group_names", "BEST_TREE", "BEST_CASCADE", "GATE", "BATCH_SIZES"]
+__all__ = ["Unit", "Group", "GROUPS", "group_names", "BEST_TREE", "BEST_CASCADE", "GATE", "DEPTH_DRAFT",
+           "WIDTH_DRAFTS", "depth_draft", "width_decoders", "BATCH_SIZES"]
 
 #: the tree and cascade the reconciled table shows (the benchmark's first tree and the cascade that keeps lookup's
 #: gain on the lab's own sources, docs/notes/cascade_bench.py)
 BEST_TREE = ("confidence", (("below", 0.6), ("siblings", 2)))
 BEST_CASCADE = "lookup > shipped"
+#: 12's rows: the depth draft (the shipped skip set, fp32 draft weights), and the width drafts (label, with the
+#: shipped skip set too, kind, kept fraction of every layer's MLP neurons) at the settings that drafted fastest in
+#: docs/notes/depth_vs_width.py: dynamic at a quarter of the neurons, pruned at half, the skip set with each at half
+DEPTH_DRAFT = "depth draft"
+WIDTH_DRAFTS = (("width dynamic 0.25", False, "dynamic", 0.25), ("width pruned 0.5", False, "pruned", 0.5),
+                ("depth + dynamic 0.5", True, "dynamic", 0.5), ("depth + pruned 0.5", True, "pruned", 0.5))
 #: the target-confidence gate's minimum confidence in the gate rows (the benchmark's)
 GATE = 0.4
 #: group 13's batch sizes (every one on max(16, B) outside prompts)
@@ -248,6 +257,47 @@ def _cost_decoders(ctx) -> list[Decoder]:
             _config_decoder(model, other, f"shipped set, {other.weights_label} draft weights")]
 
 
+def _width_decoder(model, config: DraftConfig, predictors, label: str) -> Decoder:
+    """A width draft (``config.width``, with ``config.skip``) as one row, its stop rule made once."""
+    policy, drafter = config.make_policy(), width_drafter(model, predictors, config.width, config.skip)
+    method = Method("self-spec", label, policy=config.policy, skip=str(config.skip), weights=str(config.width))
+    return Decoder(method, lambda ids, n: speculative_generate(model, ids, drafter=drafter, policy=policy,
+                                                               max_new_tokens=n))
+
+
+def depth_draft(shipped: DraftConfig) -> DraftConfig:
+    """12's depth draft: the shipped skip set and stop rule with the model's own (fp32) weights."""
+    return replace(shipped, draft_weights=None, width=None)
+
+
+def width_decoders(name: str, model, depth: DraftConfig, predictors, labels=None) -> list[Decoder]:
+    """12's rows: the plain loop, the depth draft and the width drafts of :data:`WIDTH_DRAFTS` (those in
+    ``labels``; None: all), every draft under the depth draft's stop rule, each made once (carried across
+    prompts). Notebook 12's live check runs the same rows."""
+    n = model.config.num_hidden_layers
+    out = [_named(plain_method(name, model), PLAIN), _config_decoder(model, depth, DEPTH_DRAFT)]
+    for label, with_skip, kind, kept in WIDTH_DRAFTS:
+        if labels is None or label in labels:
+            config = replace(depth, skip=depth.skip if with_skip else SkipSet(),
+                             width=WidthSet.uniform(n, kept, kind))
+            out.append(_width_decoder(model, config, predictors, label))
+    return out
+
+
+def _width_decoders(ctx) -> list[Decoder]:
+    return width_decoders(ctx.name, ctx.model(), depth_draft(ctx.shipped()), ctx.width_predictors())
+
+
+def _width_detail(ctx) -> dict:
+    depth, n = depth_draft(ctx.shipped()), ctx.model().config.num_hidden_layers
+    out = {DEPTH_DRAFT: depth.describe(n)}
+    for label, with_skip, kind, kept in WIDTH_DRAFTS:
+        what = (f"{kind}: {'per token, the rank-32 predictor' if kind == 'dynamic' else 'once, by importance'} "
+                f"keeps {kept:g} of every layer's MLP neurons")
+        out[label] = what + (", and the depth draft's skip set" if with_skip else ", no block skipped")
+    return out
+
+
 def _batch_calibration(ctx):
     """13: c(B), c_v(B, γ), α and the load policy of the shipped draft on the group's prompts (measured once)."""
     def make():
@@ -294,6 +344,8 @@ GROUPS: dict[str, Group] = {g.name: g for g in (
     Group("10", "draft trees and cascades beside the chain", _per_source(("stdlib", "packages"), _tree_decoders, 7)),
     Group("11", "c and c_v of the shipped draft with int8 and fp32 draft weights",
           _per_source(("stdlib",), _cost_decoders, 3)),
+    Group("12", "width drafts (dynamic, pruned) and depth + width beside the depth draft, fp32",
+          _per_source(("stdlib", "packages"), _width_decoders, 6), _width_detail),
     Group("13", "batched plain and self-speculative decoding and the load policy at batch sizes 1 to 32",
           _batch_units, _batch_detail),
 )}

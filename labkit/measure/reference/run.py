@@ -97,6 +97,9 @@ class Context:
 
     config: ReferenceConfig
     _cache: dict = field(default_factory=dict)
+    #: (name, model, tokenizer) -> WidthPredictors: :func:`labkit.training.width.predictors_for`, given by the command
+    #: line (``labkit.cli.reference_main``), since measure does not import training; group 12 needs it
+    fit_width: Callable | None = None
 
     @property
     def name(self) -> str:
@@ -121,6 +124,13 @@ class Context:
         """The separate draft model (data/models/draft), None when the lab has none."""
         has = (model_folder("draft") / "config.json").exists()
         return self.loaded("draft")[0] if has else None
+
+    def width_predictors(self):
+        """The width drafts' predictors of the model (fitted once in seconds, or read from their cache)."""
+        if self.fit_width is None:
+            raise RuntimeError("the width groups need the predictors' fitter: run them with `python -m labkit "
+                               "reference` (or give Context(fit_width=labkit.training.width.predictors_for))")
+        return self.cached("width", lambda: self.fit_width(self.name, self.model(), self.tokenizer()))
 
     def shipped(self):
         return self.cached("shipped", lambda: shipped_draft(self.name, self.model()))
@@ -263,12 +273,14 @@ def _num(value: float) -> str:
     return "-" if value != value else f"{value:.2f}"
 
 
-def run_reference(config: ReferenceConfig, only: tuple[str, ...] = (), *, progress: bool = True) -> list[Path]:
-    """Every group (or those named in ``only``), in :data:`~labkit.measure.reference.groups.GROUPS` order."""
+def run_reference(config: ReferenceConfig, only: tuple[str, ...] = (), *, progress: bool = True,
+                  fit_width: Callable | None = None) -> list[Path]:
+    """Every group (or those named in ``only``), in :data:`~labkit.measure.reference.groups.GROUPS` order;
+    ``fit_width``: :attr:`Context.fit_width`."""
     unknown = [name for name in only if name not in GROUPS]
     if unknown:
         raise ValueError(f"only: unknown reference group(s) {unknown}; the groups are {list(GROUPS)}")
-    ctx = Context(config)
+    ctx = Context(config, fit_width=fit_width)
     return [run_group(ctx, GROUPS[name], progress=progress) for name in GROUPS if not only or name in only]
 
 
@@ -297,7 +309,8 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: list[str] | None = None) -> list[Path]:
+def main(argv: list[str] | None = None, fit_width: Callable | None = None) -> list[Path]:
+    """The command (``fit_width``: :attr:`Context.fit_width`, which ``labkit.cli.reference_main`` gives)."""
     args = _parser().parse_args(argv)
     only = tuple(name for names in args.only for name in names)
     make = ReferenceConfig.fast if args.fast else ReferenceConfig
@@ -316,7 +329,7 @@ def main(argv: list[str] | None = None) -> list[Path]:
           f"{config.threads} thread)")
     if args.list:
         return []
-    paths = run_reference(replace(config), only)
+    paths = run_reference(replace(config), only, fit_width=fit_width)
     summary = Path(config.out_dir) / "summary.json"
     if Path(config.out_dir).resolve() == REFERENCE_DIR.resolve() and summary.is_file():
         paths += write_speed_tables(load_reference(summary))       # README and docs/summary.md quote the new file

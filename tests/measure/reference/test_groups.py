@@ -3,8 +3,9 @@ short run of one unit whose greedy rows are token-identical to the plain loop (p
 import pytest
 import torch
 
+from labkit.core.width import WidthPredictors
 from labkit.measure.reference import run as rr
-from labkit.measure.reference.groups import GROUPS, summary_decoders
+from labkit.measure.reference.groups import DEPTH_DRAFT, GROUPS, WIDTH_DRAFTS, summary_decoders
 from labkit.measure.reference.loader import AA, PLAIN, SOURCES, SUMMARY_METHODS
 
 
@@ -40,6 +41,21 @@ def test_a_short_unit_runs_token_identical_to_the_plain_loop(ctx):
     rows = rr._unit_rows(ctx, group, unit)
     assert [r.method for r in rows][0] == PLAIN and all(r.identical for r in rows)
     assert all(r.repetitions == 5 and r.tokens == 32 for r in rows) and AA not in [r.method for r in rows]
+
+
+def test_the_width_group_asks_the_command_line_for_its_predictors(ctx):
+    """12: the plain loop, the depth draft and the width drafts per source; measure does not import training, so
+    the predictors come from the fitter the command line gives (labkit.cli.reference_main), a clear error without."""
+    units = GROUPS["12"].units(ctx)
+    assert [u.source for u in units] == ["stdlib", "packages"]
+    with pytest.raises(RuntimeError, match="fitter"):
+        units[0].make()
+    given = rr.Context(ctx.config, fit_width=lambda name, model, tokenizer: WidthPredictors.random(model, rank=4))
+    given._cache.update(ctx._cache)                              # the model already loaded
+    labels = [d.method.label for d in GROUPS["12"].units(given)[0].make()]
+    assert labels == [PLAIN, DEPTH_DRAFT] + [label for label, *_ in WIDTH_DRAFTS]
+    detail = GROUPS["12"].detail(given)
+    assert set(detail) == set(labels[1:]) and "fp32 draft weights" in detail[DEPTH_DRAFT]
 
 
 def test_the_batch_group_runs_every_batch_size_identical_to_the_batched_plain_loop(ctx):

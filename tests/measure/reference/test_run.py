@@ -65,7 +65,7 @@ def test_config_and_group_names_are_checked():
         rr.ReferenceConfig(repeats=3)
     with pytest.raises(ValueError, match="unknown reference group"):
         rr.run_reference(rr.ReferenceConfig.fast(), ("nope",))
-    assert {"summary", "02", "06", "07", "09", "10", "11", "13"} == set(GROUPS)
+    assert {"summary", "02", "06", "07", "09", "10", "11", "12", "13"} == set(GROUPS)
 
 
 def test_the_default_plan_is_estimated_near_seventeen_minutes():
