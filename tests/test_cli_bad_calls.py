@@ -113,7 +113,8 @@ BAD_CALLS = {
         *([] if CUDA_HERE else [(["--device", "cuda", "--debug"], f"argument --device: device='cuda': {NO_CUDA}")]),
     ],
     "reference": [
-        (["--only", "nope"], "argument --only: groups must be among summary, 02, 06, 07, 09, 10, 11, 12, 13, got 'nope'"),
+        (["--only", "nope"], "argument --only: groups must be among summary, 02, 06, 07, 09, 10, 11, 12, 13, "
+                             "got 'nope'"),
         (["--sources", "wikipedia"], "argument --sources: sources must be among stdlib, packages, stdlib-long, "
                                      "packages-long, stubs, got 'wikipedia'"),
         (["--out", "notes.md"], "argument --out: 'notes.md' is there and is not a folder"),

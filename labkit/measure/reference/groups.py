@@ -1,8 +1,8 @@
 """What each reference group measures: named decoders, built with :mod:`labkit.measure.bench.methods`' builders.
 
 A group answers the questions of one place in the lab (``summary``: the reconciled speedup table of the README,
-``docs/summary.md`` and notebook 09; ``02``, ``06``, ``07``, ``09``, ``10``, ``11``, ``12``, ``13``: the comparisons those
-notebooks state in words). It is a list of :class:`Unit`: one interleaved run
+``docs/summary.md`` and notebook 09; ``02``, ``06``, ``07``, ``09``, ``10``, ``11``, ``12``, ``13``: the
+comparisons those notebooks state in words). It is a list of :class:`Unit`: one interleaved run
 (:func:`labkit.measure.harness.run_interleaved`) of fresh decoders on one prompt source, each decoder under a fixed
 label (the row's ``method``), the speedups against the unit's ``baseline`` (the plain loop, or plain *sampling* at
 the same temperature). A unit is what :mod:`labkit.measure.reference.run` writes at once, so a stopped run resumes
