@@ -22,7 +22,7 @@ from collections.abc import Callable, Mapping
 from ..measure.reference.loader import AA, PLAIN, SOURCES, Reference, Spread, live_vs_reference
 
 __all__ = ["NO_REFERENCE", "fastest_on", "group_sentences", "live_beside_reference", "live_lines", "live_spreads",
-           "ranked_sentence"]
+           "ranked_sentence", "reference_spreads"]
 
 #: What a notebook says before any reference run is committed.
 NO_REFERENCE = ("No reference run is committed yet (`python -m labkit reference` writes `data/reference/`): until "
@@ -95,6 +95,22 @@ def live_beside_reference(live: Mapping[str, Spread], reference: Reference | Non
         except LookupError:
             continue
         out.append(live_vs_reference(label, Spread.of(spread), ref, reference.machine_for(ref)))
+    return out
+
+
+def reference_spreads(reference: Reference | None, labels, group: str, source: str = "stdlib",
+                      label_of: Callable[[str], str | None] = lambda label: label) -> dict[str, list[float]]:
+    """{live label: [median, min, max] speedup of its reference row} for the ``labels`` the group measured on
+    ``source`` (none without a reference): what a figure draws beside this machine's bars."""
+    out = {}
+    for label in labels:
+        name = label_of(label)
+        if reference is None or name is None or name in (PLAIN, AA):
+            continue
+        try:
+            out[label] = reference.row(name, source, group).speedup.as_list()
+        except LookupError:
+            continue
     return out
 
 

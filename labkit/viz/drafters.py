@@ -127,7 +127,7 @@ def drafter_comparison_figure(table: pd.DataFrame, *, title: str | None = None) 
                 error_y=_error_bars(sel),
                 mode="markers" if gated else "markers+text",              # gated twins: hover only (less clutter)
                 text=sel["drafter"].tolist(), texttemplate=[_short(d) for d in sel["drafter"]],
-                textposition="top center", textfont=dict(size=10),
+                textposition="middle right", textfont=dict(size=10),
                 name=f"{family}{' (gated)' if gated else ''}", customdata=custom,
                 marker=dict(size=sizes, color="white" if gated else PALETTE.get(family, "#444"),
                             line=dict(color=PALETTE.get(family, "#444"), width=2),
@@ -136,8 +136,10 @@ def drafter_comparison_figure(table: pd.DataFrame, *, title: str | None = None) 
                               "<br>extra parameters %{customdata[1]:,.0f}<br>%{customdata[2]:.2f} ms/token "
                               "(%{customdata[3]:.2f}-%{customdata[4]:.2f})<extra></extra>")
     xs = rows["tokens_per_step"].dropna()
-    fig.add_scatter(x=[min(1.0, float(xs.min())), float(xs.max()) * 1.05], y=[1.0, 1.0], mode="lines",
+    low, high = min(1.0, float(xs.min())), float(xs.max())
+    fig.add_scatter(x=[low, high * 1.05], y=[1.0, 1.0], mode="lines",
                     line=dict(color="black", dash="dash", width=1), name="plain decoding (1x)", hoverinfo="skip")
+    fig.update_xaxes(range=[low - 0.05 * (high - low), high + 0.2 * (high - low)])   # room for the labels at right
     fig.update_layout(title=title or "Every drafter on the same prompts (bars: min–max over repetitions; "
                                      "marker area: parameters added)",
                       xaxis_title="tokens per step (per full-model forward)",

@@ -73,3 +73,9 @@ def test_live_lines_name_the_prompt_kind_when_there_are_several():
     assert len(lines) == 2 and lines[0].startswith("On this machine knapsack (stdlib prompts) measured 1.10x")
     assert "(packages prompts)" in lines[1] and all("agrees within the noise" in line for line in lines)
     assert rc.live_lines(frame, REF, "07", ["stdlib"])[0].startswith("On this machine knapsack measured")
+
+
+def test_reference_spreads_only_for_measured_rows():
+    spreads = rc.reference_spreads(REF, ["ks", "other", PLAIN], "07", "stdlib", {"ks": "knapsack"}.get)
+    assert spreads == {"ks": [1.1, 1.0, 1.2]}
+    assert rc.reference_spreads(None, ["knapsack"], "07") == {}
