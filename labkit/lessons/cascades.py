@@ -101,4 +101,4 @@ def pays_sentence(rows: list[dict], parts: list[dict], sources: tuple[str, ...],
                    f"{summary(p['cascade'])}, {p['kept']:.0%} of its copied tokens kept")
     if not out:
         return "No two-level cascade was measured."
-    return f"On this machine, {'; '.join(out)}."
+    return " ".join(f"On this machine, {part}." for part in out)          # one sentence per level judged
