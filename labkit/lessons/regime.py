@@ -307,9 +307,9 @@ def anatomy_sentences(full: dict, draft: dict, draft_int8: dict | None = None) -
     Every sentence names "this machine" (a live measurement) and stays under about 50 words."""
     share = _arithmetic(full) / full["hooked_ms"]
     bound = "its calls, not its weights or FLOPs" if share < 0.5 else "its arithmetic"
-    out = [f"On this machine one step of the full model took {full['step_ms']:.2f} ms; its arithmetic (matrix "
-           f"products, attention kernel, cache updates, LM head) was {share:.0%} of the hooked step: the step is "
-           f"bound by {bound}."]
+    out = [f"On this machine one step of the full model took {full['step_ms']:.2f} ms ({full['hooked_ms']:.2f} with "
+           f"the timing hooks: the table's total); its arithmetic (matrix products, attention kernel, cache updates, "
+           f"LM head) was {share:.0%} of the hooked step: the step is bound by {bound}."]
     kept = draft["blocks"] / full["blocks"]
     out.append(f"On this machine one block took {1e3 * full['per_block_ms']:.0f} µs, "
                f"{1e3 * full['per_block_arithmetic_ms']:.0f} µs of it arithmetic; a draft keeping {draft['blocks']} of "

@@ -123,7 +123,7 @@ def test_anatomy_sentences_turn_with_the_share_and_always_say_this_machine():
     draft["c"], int8["c"] = (0.61, 0.58, 0.66), (0.55, 0.5, 0.6)
     lines = lr.anatomy_sentences(full, draft, int8)
     assert len(lines) == 4 and all("this machine" in s and len(s.split()) <= 50 for s in lines)
-    assert "bound by its calls" in lines[0]
+    assert "bound by its calls" in lines[0] and f"({full['hooked_ms']:.2f} with the timing hooks" in lines[0]
     assert "c ≈ 0.62 is predicted; measured 0.61 (0.58–0.66)" in lines[1]      # (3.4 − 2.6 + 0.5 × 2.6) / 3.4
     assert "c measured 0.61 (0.58–0.66) in fp32, 0.55 (0.50–0.60) in int8" in lines[2]
     heavy = anatomy(3.0, 0.5)
