@@ -146,14 +146,15 @@ def acceptance_sentence(frame, method: str, home: str = "stdlib", away: str = "p
 
 
 def acceptance_sentences(frame, methods, home: str = "stdlib", away: str = "packages") -> list[str]:
-    """:func:`acceptance_sentence` once per group of methods whose drafts had the same acceptance on both sources
-    (strategies that never left their start set draft the same tokens): no sentence printed twice."""
+    """:func:`acceptance_sentence` once per group of methods that drafted alike on both sources, "on this machine"
+    (an adaptive strategy's sets follow its time budget, so groups and acceptance can move from run to run)."""
     groups: dict[tuple, list[str]] = {}
     for method in methods:
         key = tuple(_fmt(_value(frame, s, method, c), ".6f") for s in (home, away)
                     for c in ("acceptance", "tokens_per_step"))                 # NaN-safe: "n/a" equals "n/a"
         groups.setdefault(key, []).append(method)
-    return [acceptance_sentence(frame, names[0], home, away).replace(f"With {names[0]},", f"With {join(names)},", 1)
+    return [acceptance_sentence(frame, names[0], home, away).replace(f"With {names[0]},",
+                                                                     f"On this machine, with {join(names)},", 1)
             for names in groups.values()]
 
 
@@ -247,9 +248,8 @@ def changes_sentence(method: str, matrix, source: str | None = None) -> str:
 
 
 def busiest_timeline(comparison, n_layers: int) -> tuple[str, str, list[list[int]], list[int]]:
-    """(source, method, matrix, prompt boundaries) of the adaptive strategy whose set changed most over all prompts
-    of one source, its timelines end to end. Why: its state carries from prompt to prompt, so one prompt's
-    timeline alone can show straight stripes where the strategy did change its set."""
+    """(source, method, matrix, prompt starts) of the adaptive strategy whose set changed most over one source's
+    prompts end to end. Why: its state carries over, so one prompt alone can show only straight stripes."""
     keys = [k for k in comparison.results if k[1] != PLAIN and not k[1].startswith("static")]
     source, method = max(keys, key=lambda k: set_changes(joined_timeline(comparison.results[k], n_layers)))
     results = comparison.results[(source, method)]

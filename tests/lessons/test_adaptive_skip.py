@@ -79,7 +79,7 @@ def test_winner_sentence_names_the_fastest_and_the_target():
 def test_acceptance_sentences_print_each_distinct_pair_once():
     twin = pd.concat([FRAME, FRAME[FRAME["method"] == "static: searched set"].assign(method="twin")])
     lines = acceptance_sentences(twin, ["static: searched set", "twin", "knapsack"])
-    assert len(lines) == 2 and lines[0].startswith("With static: searched set and twin,")
+    assert len(lines) == 2 and lines[0].startswith("On this machine, with static: searched set and twin,")
     assert len(set(lines)) == len(lines)
 
 
