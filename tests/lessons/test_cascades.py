@@ -52,6 +52,7 @@ def test_level_sentence_names_each_helper():
     assert "lookup proposed 5.00 tokens per step, of which the level above kept 50%, at 0.04 ms per call" in text
     assert "skip 12/16 int8 proposed 5.00 tokens per step in 9% of the steps" in text
     assert "the top (skip 8/16 int8, 1.00 ms per forward)" in text
+    assert all(len(sentence.split()) <= 50 for sentence in text.split(". "))        # one sentence per level
 
 
 def test_pays_sentence_says_where_the_model_level_does_not_pay():
