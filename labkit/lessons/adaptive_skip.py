@@ -17,8 +17,8 @@ from ..viz.widgets import as_widget, update_widget
 from .claims import difference_se, drafted_tokens, join, overlaps, proportions_differ
 
 __all__ = ["transfer_sentence", "acceptance_sentence", "acceptance_sentences", "winner_sentence", "overhead_sentence",
-           "changes_sentence",
-           "set_changes", "lever_sentence", "joined_timeline", "most_changes", "state_lines",
+           "changes_sentence", "set_changes", "lever_sentence", "joined_timeline", "most_changes", "busiest_timeline",
+           "state_lines",
            "with_int8_draft", "draft_weights_sentence", "draft_head_for", "with_draft_head", "draft_head_sentence",
            "choosing_cost_sentence", "faster_or_noise", "runtime_sentence", "sets_sentence", "SetExplorer"]
 
@@ -146,14 +146,15 @@ def acceptance_sentence(frame, method: str, home: str = "stdlib", away: str = "p
 
 
 def acceptance_sentences(frame, methods, home: str = "stdlib", away: str = "packages") -> list[str]:
-    """:func:`acceptance_sentence` once per group of methods whose drafts had the same acceptance on both sources
-    (strategies that never left their start set draft the same tokens): no sentence printed twice."""
+    """:func:`acceptance_sentence` once per group of methods that drafted alike on both sources, "on this machine"
+    (an adaptive strategy's sets follow its time budget, so groups and acceptance can move from run to run)."""
     groups: dict[tuple, list[str]] = {}
     for method in methods:
         key = tuple(_fmt(_value(frame, s, method, c), ".6f") for s in (home, away)
                     for c in ("acceptance", "tokens_per_step"))                 # NaN-safe: "n/a" equals "n/a"
         groups.setdefault(key, []).append(method)
-    return [acceptance_sentence(frame, names[0], home, away).replace(f"With {names[0]},", f"With {join(names)},", 1)
+    return [acceptance_sentence(frame, names[0], home, away).replace(f"With {names[0]},",
+                                                                     f"On this machine, with {join(names)},", 1)
             for names in groups.values()]
 
 
@@ -232,15 +233,28 @@ def most_changes(comparison, n_layers: int) -> tuple[str, str, int, int]:
     return source, method, index, changes
 
 
-def changes_sentence(method: str, matrix) -> str:
+def changes_sentence(method: str, matrix, source: str | None = None) -> str:
+    """How often ``method`` changed its set in ``matrix``, "on this machine": a strategy chooses within a time
+    budget, so its choices follow this machine's timings and can differ from run to run."""
     columns = [tuple(col) for col in zip(*matrix) if -1 not in col]
     n, distinct = set_changes(matrix), len(set(columns))
+    head = f"On this machine{f', on {source} prompts,' if source else ''} {method}"
     if not columns:
-        return f"{method} drafted no step with its own set here."
+        return f"{head} drafted no step with its own set."
     if n == 0:
-        return f"{method} drafted all {len(columns)} self-drafted steps with one set."
-    return (f"{method} changed its set {n} time{'s' if n != 1 else ''} over {len(columns)} self-drafted steps, "
+        return f"{head} drafted all {len(columns)} self-drafted steps with one set."
+    return (f"{head} changed its set {n} time{'s' if n != 1 else ''} over {len(columns)} self-drafted steps, "
             f"using {distinct} different sets.")
+
+
+def busiest_timeline(comparison, n_layers: int) -> tuple[str, str, list[list[int]], list[int]]:
+    """(source, method, matrix, prompt starts) of the adaptive strategy whose set changed most over one source's
+    prompts end to end. Why: its state carries over, so one prompt alone can show only straight stripes."""
+    keys = [k for k in comparison.results if k[1] != PLAIN and not k[1].startswith("static")]
+    source, method = max(keys, key=lambda k: set_changes(joined_timeline(comparison.results[k], n_layers)))
+    results = comparison.results[(source, method)]
+    lengths = [len(result.trace.steps) for result in results]
+    return source, method, joined_timeline(results, n_layers), [sum(lengths[:i]) for i in range(1, len(lengths))]
 
 
 def state_lines(strategies: dict, source: str) -> list[str]:

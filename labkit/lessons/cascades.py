@@ -57,9 +57,9 @@ def level_sentence(parts: list[dict]) -> str:
         kept = "n/a" if p["kept"] != p["kept"] else f"{p['kept']:.0%}"
         bits.append(f"{p['level']} proposed {p['proposed']:.2f} tokens per step{used}, of which the level above "
                     f"kept {kept}, at {p['ms_per_forward']:.2f} ms per {unit}")
-    return (f"On this machine, in {top['cascade']}, {join(bits)}; the top ({top['level']}, "
-            f"{top['ms_per_forward']:.2f} ms per forward) drafted {top['own']:.2f} tokens per step itself and the "
-            f"target kept {top['accepted']:.2f} per step.")
+    helpers = " ".join(f"On this machine, in {top['cascade']}, {bit}." for bit in bits)   # one sentence per level
+    return (f"{helpers} In it the top ({top['level']}, {top['ms_per_forward']:.2f} ms per forward) drafted "
+            f"{top['own']:.2f} tokens per step itself and the target kept {top['accepted']:.2f} per step.")
 
 
 def pays_sentence(rows: list[dict], parts: list[dict], sources: tuple[str, ...], chain: str = CHAIN) -> str:
@@ -101,4 +101,4 @@ def pays_sentence(rows: list[dict], parts: list[dict], sources: tuple[str, ...],
                    f"{summary(p['cascade'])}, {p['kept']:.0%} of its copied tokens kept")
     if not out:
         return "No two-level cascade was measured."
-    return f"On this machine, {'; '.join(out)}."
+    return " ".join(f"On this machine, {part}." for part in out)          # one sentence per level judged

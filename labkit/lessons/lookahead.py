@@ -18,7 +18,7 @@ from ..core.policies import FixedK, StaticThreshold
 from ..core.recycling import rank_template, token_recycling
 
 __all__ = ["lookahead_run", "window_sweep", "pool_sentence", "sweep_sentence", "widest_step", "draftless_methods",
-           "formula_sentence"]
+           "formula_lines", "formula_sentence"]
 
 
 def lookahead_run(model, ids, max_new_tokens: int, W: int = 3, N: int = 4, G: int = 2):
@@ -107,15 +107,21 @@ def draftless_methods(model, model_name: str, lookup: int = 6) -> dict:
     return methods
 
 
-def formula_sentence(frame) -> str:
-    """Each drafter's reading of the speedup formula (A + 1)/(d·c + c_v), from a
+def formula_lines(frame) -> list[str]:
+    """Each drafter's reading of the speedup formula (A + 1)/(d·c + c_v), one line per drafter, from a
     :func:`labkit.measure.parallel.compare_decoders` frame: tokens per verify, c_v, c, what the formula allows and
-    what this machine measured; then which drafter emitted the most per verify and which verified cheapest."""
+    what this machine measured; then which drafter emitted the most per verify and which verified cheapest.
+    Counts do not depend on the machine; c, c_v and the speedup do, so every line says "this machine"."""
     rows = list(frame.index[1:])
-    parts = [f"{m}: {frame.loc[m, 'tokens_per_step']:.2f} tokens per verify at c_v {frame.loc[m, 'c_v']:.2f} and "
-             f"c {frame.loc[m, 'c']:.3f}, so the formula allows {frame.loc[m, 'limit']:.2f}× and this machine "
-             f"measured {frame.loc[m, 'speedup']:.2f}×" for m in rows]
+    lines = [f"{m}: {frame.loc[m, 'tokens_per_step']:.2f} tokens per verify at c_v {frame.loc[m, 'c_v']:.2f} and "
+             f"c {frame.loc[m, 'c']:.3f} on this machine, so the formula allows {frame.loc[m, 'limit']:.2f}× and "
+             f"this machine measured {frame.loc[m, 'speedup']:.2f}×." for m in rows]
     most = max(rows, key=lambda m: frame.loc[m, "tokens_per_step"])
     cheapest = min(rows, key=lambda m: frame.loc[m, "c_v"])
-    return ("; ".join(parts) + f". The most tokens per verify: {most}; the cheapest verify: {cheapest}"
-            + (" (the same drafter)." if most == cheapest else "."))
+    return lines + [f"The most tokens per verify: {most}. The cheapest verify on this machine: {cheapest}"
+                    + (" (the same drafter)." if most == cheapest else ".")]
+
+
+def formula_sentence(frame) -> str:
+    """:func:`formula_lines` joined into one paragraph."""
+    return " ".join(formula_lines(frame))

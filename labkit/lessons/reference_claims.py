@@ -8,6 +8,8 @@ so the ranking comes from the reference run of the notebook's group (``data/refe
   it (overlapping min–max ranges), under 50 words;
 - :func:`group_sentences`: that sentence for every prompt kind the group measured, or one line saying no reference
   run is committed (:data:`NO_REFERENCE`);
+- :func:`ranked_sentence`: a chosen few rows of a group in the reference's order, saying which ones it cannot
+  rank (overlapping ranges), under 50 words;
 - :func:`live_beside_reference`: each live row whose label the reference also measured, in one
   :func:`~labkit.measure.reference.loader.live_vs_reference` line; :func:`live_spreads` reads those rows from a harness
   frame or row list.
@@ -19,7 +21,8 @@ from collections.abc import Callable, Mapping
 
 from ..measure.reference.loader import AA, PLAIN, SOURCES, Reference, Spread, live_vs_reference
 
-__all__ = ["NO_REFERENCE", "fastest_on", "group_sentences", "live_beside_reference", "live_spreads"]
+__all__ = ["NO_REFERENCE", "fastest_on", "group_sentences", "live_beside_reference", "live_lines", "live_spreads",
+           "ranked_sentence", "reference_spreads"]
 
 #: What a notebook says before any reference run is committed.
 NO_REFERENCE = ("No reference run is committed yet (`python -m labkit reference` writes `data/reference/`): until "
@@ -59,6 +62,23 @@ def group_sentences(reference: Reference | None, group: str, sources=None) -> li
     return [fastest_on(reference, s, group) for s in chosen]
 
 
+def ranked_sentence(reference: Reference | None, methods, source: str = "stdlib", group: str = "summary") -> str:
+    """The reference rows named in ``methods`` on ``source``, fastest median first, each with its min-max range,
+    and the neighbours whose ranges overlap (the reference cannot rank those). Why: a notebook that measures a few
+    drafters live ranks them from the reference run only; the live rows go beside it (:func:`live_beside_reference`)."""
+    if reference is None:
+        return NO_REFERENCE
+    rows = [r for r in _rows(reference, source, group) if r.method in set(methods)]
+    if not rows:
+        return f"The reference run has none of {', '.join(methods)} on {source} prompts."
+    rows.sort(key=lambda r: -r.speedup.median)
+    listed = ", ".join(f"{r.method} {r.speedup.text('×')}" for r in rows)
+    ties = [f"{a.method} and {b.method}" for a, b in zip(rows, rows[1:]) if a.speedup.overlaps(b.speedup)]
+    tail = (f"; within the noise of each other: {'; '.join(ties)}." if ties else
+            ", each range apart from the next." if len(rows) > 1 else ".")
+    return f"In the reference run on {source} prompts, fastest first: {listed}{tail}"
+
+
 def live_beside_reference(live: Mapping[str, Spread], reference: Reference | None, group: str, source: str,
                           label_of: Callable[[str], str | None] = lambda label: label) -> list[str]:
     """For each live row ({label: speedup Spread}) whose reference label (``label_of``; None: not measured there)
@@ -75,6 +95,36 @@ def live_beside_reference(live: Mapping[str, Spread], reference: Reference | Non
         except LookupError:
             continue
         out.append(live_vs_reference(label, Spread.of(spread), ref, reference.machine_for(ref)))
+    return out
+
+
+def reference_spreads(reference: Reference | None, labels, group: str, source: str = "stdlib",
+                      label_of: Callable[[str], str | None] = lambda label: label) -> dict[str, list[float]]:
+    """{live label: [median, min, max] speedup of its reference row} for the ``labels`` the group measured on
+    ``source`` (none without a reference): what a figure draws beside this machine's bars."""
+    out = {}
+    for label in labels:
+        name = label_of(label)
+        if reference is None or name is None or name in (PLAIN, AA):
+            continue
+        try:
+            out[label] = reference.row(name, source, group).speedup.as_list()
+        except LookupError:
+            continue
+    return out
+
+
+def live_lines(frame, reference: Reference | None, group: str, sources,
+               label_of: Callable[[str], str | None] = lambda label: label) -> list[str]:
+    """:func:`live_beside_reference` for each of ``sources`` (a harness frame or row list with a ``source``
+    column), each live label naming its prompt kind when there are several. Why: otherwise two kinds' lines read
+    as one list with every method twice."""
+    out = []
+    for source in sources:
+        spreads = live_spreads(frame, source)
+        named = {(f"{m} ({source} prompts)" if len(sources) > 1 else m): m for m in spreads}
+        out += live_beside_reference({n: spreads[m] for n, m in named.items()}, reference, group, source,
+                                     lambda n, named=named: label_of(named[n]))
     return out
 
 

@@ -77,7 +77,7 @@ def ceiling_sentence(ceilings: Mapping[str, object]) -> str:
                      f"GFLOP/s: the ridge lies at {c.ridge:.1f} FLOP per byte, which a forward over about "
                      f"{_crossing(c):.0f} tokens reaches (2 FLOPs per weight per token)")
     first = next(iter(ceilings.values()))
-    return f"On {first.threads} thread(s) of this {first.device.upper()}, " + "; ".join(parts) + "."
+    return f"On {first.threads} thread(s) of this {first.device.upper()}:\n" + "\n".join(f"* {p}." for p in parts)
 
 
 def regime_sentence(label: str, points: Sequence[dict], ceiling, working_bytes: float) -> str:
@@ -135,7 +135,7 @@ def draft_cost_sentence(curves: Mapping[str, Sequence[dict]], band: float = 0.1)
                      f"is {num(gap, '+.2f')} at {num(worst['kept'])} kept ({verdict}"
                      f"{', and the diagonal lies inside its per-round range' if noise else ''}); a line through the "
                      f"points leaves {num(fixed_share(rows))} of a step at zero blocks kept")
-    return "; ".join(parts) + "."
+    return "\n".join(f"* {p}." for p in parts)          # a Markdown list: one model per item
 
 
 def verify_cost_sentence(curves: Mapping[str, Sequence[dict]], cheap: float = 1.5) -> str:
@@ -155,7 +155,7 @@ def verify_cost_sentence(curves: Mapping[str, Sequence[dict]], cheap: float = 1.
                  else f"above {cheap} plain steps from {rows[1]['tokens'] if len(rows) > 1 else 2} tokens on")
         parts.append(f"{label}: c_v = {num(two['c_v'])} for {two['tokens']} tokens and {num(widest['c_v'])} for "
                      f"{widest['tokens']}, {reach}")
-    return "; ".join(parts) + "."
+    return "\n".join(f"* {p}." for p in parts)          # a Markdown list: one model per item
 
 
 def kernel_sentence(points: Sequence[dict], labels: Sequence[str], block: str = "mlp") -> str:
@@ -307,9 +307,9 @@ def anatomy_sentences(full: dict, draft: dict, draft_int8: dict | None = None) -
     Every sentence names "this machine" (a live measurement) and stays under about 50 words."""
     share = _arithmetic(full) / full["hooked_ms"]
     bound = "its calls, not its weights or FLOPs" if share < 0.5 else "its arithmetic"
-    out = [f"On this machine one step of the full model took {full['step_ms']:.2f} ms; its arithmetic (matrix "
-           f"products, attention kernel, cache updates, LM head) was {share:.0%} of the hooked step: the step is "
-           f"bound by {bound}."]
+    out = [f"On this machine one step of the full model took {full['step_ms']:.2f} ms ({full['hooked_ms']:.2f} with "
+           f"the timing hooks: the table's total); its arithmetic (matrix products, attention kernel, cache updates, "
+           f"LM head) was {share:.0%} of the hooked step: the step is bound by {bound}."]
     kept = draft["blocks"] / full["blocks"]
     out.append(f"On this machine one block took {1e3 * full['per_block_ms']:.0f} µs, "
                f"{1e3 * full['per_block_arithmetic_ms']:.0f} µs of it arithmetic; a draft keeping {draft['blocks']} of "

@@ -18,7 +18,7 @@ from .claims import compare, num, overlaps
 from .stepper import SliderLook, live_figure, step_controls, stepper_box
 
 __all__ = ["TreeStepper", "left_top1", "pick_steps", "off_top1_sentence", "cheap_up_to", "width_sentence",
-           "spec_rows", "shapes_sentence", "trade_sentence", "unsure_sentence"]
+           "spec_rows", "shapes_sentence", "trade_sentence", "unsure_sentence", "REFERENCE_LABELS"]
 
 
 # -- the steps drawn -----------------------------------------------------------------------------------------------
@@ -168,6 +168,13 @@ def width_sentence(rows: list[dict], cheap: float = 1.5) -> str:
 
 
 # -- shapes against the chain --------------------------------------------------------------------------------------
+#: Section 4's live shape labels and the labels reference group 10 gives the same configurations (the others it
+#: did not measure): what :func:`labkit.lessons.reference_claims.live_lines` needs to put a live row beside its own.
+REFERENCE_LABELS = {"chain": "chain (shipped)",
+                    "confidence (below 0.6, 2 siblings)": "shipped draft, confidence tree (below 0.6, siblings 2)",
+                    "dynamic (top 2, 8 nodes)": "shipped draft, dynamic tree (top_k 2, nodes 8)"}
+
+
 def spec_rows(rows: list[dict], source: str) -> dict:
     """{method: row} of one source's speculative rows (the chain and the trees), in the order they ran."""
     return {r["method"]: r for r in rows if r["source"] == source and r["kind"] != "plain"}

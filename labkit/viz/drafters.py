@@ -127,7 +127,7 @@ def drafter_comparison_figure(table: pd.DataFrame, *, title: str | None = None) 
                 error_y=_error_bars(sel),
                 mode="markers" if gated else "markers+text",              # gated twins: hover only (less clutter)
                 text=sel["drafter"].tolist(), texttemplate=[_short(d) for d in sel["drafter"]],
-                textposition="top center", textfont=dict(size=10),
+                textposition="middle right", textfont=dict(size=10),
                 name=f"{family}{' (gated)' if gated else ''}", customdata=custom,
                 marker=dict(size=sizes, color="white" if gated else PALETTE.get(family, "#444"),
                             line=dict(color=PALETTE.get(family, "#444"), width=2),
@@ -136,8 +136,10 @@ def drafter_comparison_figure(table: pd.DataFrame, *, title: str | None = None) 
                               "<br>extra parameters %{customdata[1]:,.0f}<br>%{customdata[2]:.2f} ms/token "
                               "(%{customdata[3]:.2f}-%{customdata[4]:.2f})<extra></extra>")
     xs = rows["tokens_per_step"].dropna()
-    fig.add_scatter(x=[min(1.0, float(xs.min())), float(xs.max()) * 1.05], y=[1.0, 1.0], mode="lines",
+    low, high = min(1.0, float(xs.min())), float(xs.max())
+    fig.add_scatter(x=[low, high * 1.05], y=[1.0, 1.0], mode="lines",
                     line=dict(color="black", dash="dash", width=1), name="plain decoding (1x)", hoverinfo="skip")
+    fig.update_xaxes(range=[low - 0.05 * (high - low), high + 0.2 * (high - low)])   # room for the labels at right
     fig.update_layout(title=title or "Every drafter on the same prompts (bars: min–max over repetitions; "
                                      "marker area: parameters added)",
                       xaxis_title="tokens per step (per full-model forward)",
@@ -148,50 +150,50 @@ def drafter_comparison_figure(table: pd.DataFrame, *, title: str | None = None) 
 
 def exit_layer_figure(table: pd.DataFrame, exit_alpha: Mapping[int, float] | None = None, *,
                       selected: int | None = None, title: str | None = None) -> go.Figure:
-    """Early exit at each measured E: acceptance (measured, bars; the logit lens' teacher-forced α, line) and
-    speedup (right axis); ``selected`` E outlined and ringed (the last trace); the searched layer skip's speedup
-    as a reference line."""
+    """Early exit at each measured E, two panels on one E axis: acceptance on top (measured, bars; the logit lens'
+    teacher-forced α, line), speedup below with its min-max bars, the best layer-skip draft and plain decoding as
+    reference lines; ``selected`` E outlined and ringed (the last trace). Why two panels: one axis per quantity,
+    no twin y-axes to misread, and bars one E wide however sparse the measured E."""
     ee = table[(table["family"] == "early exit") & table["gate"].isna()].sort_values("exit_layer")
     if ee.empty:
         raise ValueError("the table has no ungated early-exit rows")
     es = ee["exit_layer"].astype(int).tolist()
-    fig = make_subplots(specs=[[{"secondary_y": True}]])
-    fig.add_bar(x=es, y=ee["acceptance"].tolist(), name="acceptance (measured)",
+    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08, row_heights=[0.45, 0.55])
+    fig.add_bar(x=es, y=ee["acceptance"].tolist(), name="acceptance (measured)", width=0.6,
                 marker_color=rgba(PALETTE["early exit"], 0.55),
                 marker_line=dict(color=[PALETTE["current"] if e == selected else rgba(PALETTE["early exit"], 0.55)
                                         for e in es],
                                  width=[3 if e == selected else 0 for e in es]),
-                hovertemplate="E=%{x}: acceptance %{y:.0%}<extra></extra>", secondary_y=False)
+                hovertemplate="E=%{x}: acceptance %{y:.0%}<extra></extra>", row=1, col=1)
     if exit_alpha:
-        ks = sorted(exit_alpha)
+        ks = [k for k in sorted(exit_alpha) if min(es) <= k <= max(es)]
         fig.add_scatter(x=ks, y=[exit_alpha[k] for k in ks], mode="lines+markers", name="lens α at E (teacher-forced)",
-                        line=dict(color=PALETTE["acceptance"], dash="dot"), secondary_y=False,
+                        line=dict(color=PALETTE["acceptance"], dash="dot"), row=1, col=1,
                         hovertemplate="E=%{x}: %{y:.0%} of tokens already final<extra></extra>")
-    fig.add_scatter(x=es, y=ee["speedup"].tolist(), mode="lines+markers", name="speedup (right)",
-                    line=dict(color=PALETTE["speedup"], width=3), secondary_y=True, error_y=_error_bars(ee),
+    fig.add_scatter(x=es, y=ee["speedup"].tolist(), mode="lines+markers", name="speedup (median, min-max)",
+                    line=dict(color=PALETTE["speedup"], width=3), error_y=_error_bars(ee), row=2, col=1,
                     hovertemplate="E=%{x}: %{y:.2f}x<extra></extra>")
     skip = table[(table["family"] == "layer skip") & table["gate"].isna()]
-    span = [min(es) - 0.4, max(es) + 0.4]
+    span = [min(es) - 0.5, max(es) + 0.5]
     if not skip.empty:
         name = skip.index[0] if skip.index.name == "drafter" else "layer skip"
         value = float(skip["speedup"].iloc[0])
-        fig.add_scatter(x=span, y=[value, value], mode="lines", secondary_y=True, hoverinfo="skip",
-                        line=dict(color=PALETTE["layer skip"], dash="dash"), name=f"{name}: {value:.2f}x (right)")
-    fig.add_scatter(x=span, y=[1.0, 1.0], mode="lines", secondary_y=True, hoverinfo="skip",
-                    line=dict(color="black", dash="dot", width=1), name="plain decoding: 1x (right)")
+        fig.add_scatter(x=span, y=[value, value], mode="lines", hoverinfo="skip", row=2, col=1,
+                        line=dict(color=PALETTE["layer skip"], dash="dash"), name=f"{name}: {value:.2f}x")
+    fig.add_scatter(x=span, y=[1.0, 1.0], mode="lines", hoverinfo="skip", row=2, col=1,
+                    line=dict(color="black", dash="dot", width=1), name="plain decoding: 1x")
     chosen = ee[ee["exit_layer"] == selected]
     fig.add_scatter(x=chosen["exit_layer"].astype(int).tolist(), y=chosen["speedup"].tolist(), mode="markers",
-                    name="selected E", secondary_y=True, hovertemplate="E=%{x}: %{y:.2f}x<extra>selected</extra>",
+                    name="selected E", hovertemplate="E=%{x}: %{y:.2f}x<extra>selected</extra>", row=2, col=1,
                     marker=dict(size=18, symbol="circle-open", color=PALETTE["current"], line=dict(width=3)))
-    fig.update_yaxes(title_text="acceptance", range=[0, 1.05], tickformat=".0%", secondary_y=False)
+    fig.update_yaxes(title_text="acceptance", range=[0, 1.05], tickformat=".0%", row=1, col=1)
     highs = ee["speedup_max"] if "speedup_max" in ee else ee["speedup"]
-    top = max([1.0, *highs.dropna().tolist(), *skip["speedup"].tolist()]) * 1.15
-    step = next(d for d in (0.25, 0.5, 1.0, 2.0, float("inf")) if top / d <= 7)     # round ticks, at most 7
-    fig.update_yaxes(title_text="speedup over plain (x)", secondary_y=True, range=[0, top], tickformat=".2~f",
-                     showgrid=False, **({"tickmode": "linear", "tick0": 0.0, "dtick": step} if step < 1e9 else {}))
-    fig.update_xaxes(title_text="exit layer E (the draft runs layers 0..E-1)", tickmode="linear", dtick=1)
+    top = max([1.0, *highs.dropna().tolist(), *skip["speedup"].tolist()]) * 1.1
+    fig.update_yaxes(title_text="speedup over plain (x)", range=[0, top], tickformat=".2~f", row=2, col=1)
+    fig.update_xaxes(tickmode="array", tickvals=es, range=span)
+    fig.update_xaxes(title_text="exit layer E (the draft runs layers 0..E-1)", row=2, col=1)
     fig.update_layout(title=title or "Early exit: deeper exits draft better and cost more", width=FIGURE_WIDTH,
-                      height=440, legend=dict(orientation="h", y=-0.2, x=0))
+                      height=560, legend=dict(orientation="h", y=-0.14, x=0), bargap=0.4)
     return fig
 
 

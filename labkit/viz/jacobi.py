@@ -130,9 +130,11 @@ def fixed_per_iteration_figure(traces: dict[str, list[JacobiTrace]], *, width: i
     return fig
 
 
-def decoder_comparison_figure(frame, *, width: int = FIGURE_WIDTH, height: int = 430) -> go.Figure:
+def decoder_comparison_figure(frame, *, reference=None, width: int = FIGURE_WIDTH, height: int = 430) -> go.Figure:
     """Two panels over the methods of :func:`labkit.measure.comparisons.parallel.compare_decoders`: target forwards per
-    generated token, and wall-clock speedup over the first (reference) method with its min–max spread."""
+    generated token, and wall-clock speedup over the first method with its min–max spread (this machine).
+    ``reference``: {method: (median, min, max)} from a committed reference run, drawn as black diamonds with their
+    range beside this machine's bars, so the bars never stand alone against the reference's ranking."""
     methods = list(frame.index)
     fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.28,
                         subplot_titles=["full-model forwards per token (plain = 1)",
@@ -148,12 +150,21 @@ def decoder_comparison_figure(frame, *, width: int = FIGURE_WIDTH, height: int =
     fig.add_bar(y=methods, x=speed, orientation="h", showlegend=False, marker_color=PALETTE["speedup"],
                 error_x=dict(type="data", symmetric=False, array=[h - s for h, s in zip(hi, speed)],
                              arrayminus=[s - low for low, s in zip(lo, speed)]),
-                hovertemplate="%{y}: %{x:.2f}×<extra></extra>", row=1, col=2)
+                hovertemplate="%{y}: %{x:.2f}×<extra></extra>", row=1, col=2, name="this machine")
+    marked = [m for m in methods if m in (reference or {})]
+    if marked:
+        ref = [[float(v) for v in reference[m]] for m in marked]
+        fig.add_scatter(y=marked, x=[r[0] for r in ref], mode="markers", name="reference run (min–max)",
+                        marker=dict(symbol="diamond", size=10, color="black"), row=1, col=2,
+                        error_x=dict(type="data", symmetric=False, array=[r[2] - r[0] for r in ref],
+                                     arrayminus=[r[0] - r[1] for r in ref], color="black"),
+                        hovertemplate="%{y}: reference %{x:.2f}×<extra></extra>")
+        fig.data[1].showlegend = True
     for col in (1, 2):
         fig.add_vline(x=1.0, line=dict(color="black", width=1, dash="dot"), row=1, col=col)
         fig.update_yaxes(autorange="reversed", row=1, col=col)
     fig.update_annotations(font=dict(size=12))          # subplot titles: short and small enough for their column
     fig.update_layout(template="plotly_white", width=width)
-    header(fig, "Same prompts, interleaved: how many forwards, how much wall clock", height, legend_rows=0,
-           left=170)
+    header(fig, "Same prompts, interleaved: how many forwards, how much wall clock", height,
+           legend_rows=1 if marked else 0, left=170)
     return fig

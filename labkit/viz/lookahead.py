@@ -83,7 +83,7 @@ def draftless_figure(frame, *, width: int = FIGURE_WIDTH, height: int = 420) -> 
     for column, name, color in (("tokens_per_step", "tokens per verify (A + 1)", PALETTE["fixed_now"]),
                                 ("c_v", "verify cost c_v (× a plain step)", PALETTE["draft"]),
                                 ("limit", "speedup the formula allows", PALETTE["target"]),
-                                ("speedup", "speedup measured", PALETTE["residual"])):
+                                ("speedup", "speedup measured on this machine", PALETTE["residual"])):
         fig.add_bar(x=methods, y=[float(frame.loc[m, column]) for m in methods], name=name, marker_color=color,
                     hovertemplate=f"%{{x}}: {name} %{{y:.2f}}<extra></extra>")
     fig.add_hline(y=1.0, line=dict(color="black", width=1, dash="dot"))

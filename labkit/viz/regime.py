@@ -40,7 +40,9 @@ def roofline_figure(points: Sequence[dict], ceilings: Mapping[str, object]) -> g
     min(peak, bandwidth × intensity) of each ceiling (``{label: Ceiling}``; solid the first, dashed the others),
     the first ceiling's cache roof (dotted: what a working set that fits the largest cache can stream at), and every
     measured block (``points``: rows of :func:`labkit.measure.costs.roofline.roofline_points`), one colour per
-    ``regime``, circles for attention and squares for MLP blocks (labelled with their token count T)."""
+    ``regime``, circles for attention and squares for MLP blocks (labelled with their token count T). One legend
+    entry per regime (the shapes are named in the title) and each regime's T labels on their own side of the
+    marker, so two regimes' points at one spot keep readable labels."""
     fig = go.Figure()
     xs = [p["intensity"] for p in points]
     lo, hi = _span(xs + [c.ridge for c in ceilings.values()])
@@ -56,7 +58,8 @@ def roofline_figure(points: Sequence[dict], ceilings: Mapping[str, object]) -> g
                                   f"the {first.cache_bytes / 2 ** 20:.0f} MB cache)",
                              line=dict(color=PALETTE["auxiliary"], dash="dot", width=1.5)))
     regimes = list(dict.fromkeys(p["regime"] for p in points))
-    for regime in regimes:
+    sides = ("top center", "bottom center", "middle right", "middle left")
+    for i, regime in enumerate(regimes):
         for block, symbol in (("attention", "circle"), ("mlp", "square")):
             mine = [p for p in points if p["regime"] == regime and p["block"] == block]
             if not mine:
@@ -64,14 +67,17 @@ def roofline_figure(points: Sequence[dict], ceilings: Mapping[str, object]) -> g
             fig.add_trace(go.Scatter(
                 x=[p["intensity"] for p in mine], y=[p["gflop_per_s"] for p in mine],
                 mode="markers+text" if block == "mlp" else "markers",
-                text=[f"T={p['tokens']}" for p in mine], textposition="middle right", textfont=dict(size=9),
-                marker=dict(symbol=symbol, size=9, color=color_of(regimes, regime)), name=f"{regime}: {block}",
+                text=[f"T={p['tokens']}" for p in mine], textposition=sides[i % len(sides)], textfont=dict(size=9),
+                marker=dict(symbol=symbol, size=9, color=color_of(regimes, regime)), name=regime,
+                legendgroup=regime, showlegend=block == "mlp" or not any(
+                    p["regime"] == regime and p["block"] == "mlp" for p in points),
                 customdata=[[p["ms"], p["gb_per_s"], p["bytes"] / 2 ** 20] for p in mine],
                 hovertemplate="%{text}<br>%{x:.2f} FLOP/byte, %{y:.2f} GFLOP/s<br>%{customdata[0]:.3f} ms, "
                               "%{customdata[1]:.1f} GB/s, %{customdata[2]:.1f} MB<extra></extra>"))
     fig.update_xaxes(type="log", title_text="arithmetic intensity (FLOP per byte moved)")
     fig.update_yaxes(type="log", title_text="achieved GFLOP/s")
-    fig.update_layout(title="One block on this machine's roofline (T: tokens in the forward)", height=620,
+    fig.update_layout(title="One block on this machine's roofline (circles: attention, squares: MLP; T: tokens in "
+                            "the forward)", height=600,
                       legend=dict(font=dict(size=10), orientation="h", yanchor="top", y=-0.15, x=0),
                       margin=dict(l=60, r=20, t=60, b=50), template="plotly_white")
     return fig

@@ -126,10 +126,12 @@ def block_labels(n_layers: int) -> list[str]:
 
 
 def set_timeline_figure(steps: Sequence[int], matrix: Sequence[Sequence[int]], n_layers: int, *,
-                        title: str = "Which blocks each step's draft skipped") -> go.Figure:
+                        title: str = "Which blocks each step's draft skipped",
+                        boundaries: Sequence[int] = ()) -> go.Figure:
     """Steps across, the 2L blocks down: orange where that step's draft skipped the block, pale blue where it
     kept it, grey where no self-draft ran (prompt lookup, or nothing drafted). ``steps``/``matrix`` from
-    :func:`labkit.measure.comparisons.adaptive.set_timeline`."""
+    :func:`labkit.measure.comparisons.adaptive.set_timeline`; ``boundaries``: the steps where a new prompt starts
+    (several prompts' timelines end to end), drawn as black lines."""
     fig = go.Figure(go.Heatmap(
         z=[list(row) for row in matrix], x=list(steps), y=block_labels(n_layers), zmin=-1, zmax=1,
         colorscale=TIMELINE_COLORSCALE, xgap=1, ygap=1, showscale=False,
@@ -140,6 +142,8 @@ def set_timeline_figure(steps: Sequence[int], matrix: Sequence[Sequence[int]], n
                         ("no self-draft (lookup, or nothing drafted)", PALETTE["no_self_draft"])):
         fig.add_scatter(x=[None], y=[None], mode="markers", marker=dict(size=12, symbol="square", color=color),
                         name=name)
+    for b in boundaries:
+        fig.add_vline(x=b - 0.5, line=dict(color="black", width=2))
     fig.update_layout(title=title, width=FIGURE_WIDTH, height=170 + 22 * 2 * n_layers, xaxis_title="decoding step",
                       yaxis_title="block", yaxis_autorange="reversed", legend_orientation="h",
                       legend_y=-0.25, plot_bgcolor="white")

@@ -220,7 +220,7 @@ def shapes_figure(rows: list[dict]) -> go.Figure:
     (right), one colour per prompt source; ``rows`` from :func:`labkit.measure.costs.tree_costs.compare_shapes`."""
     fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.12,
                         subplot_titles=("speedup over the plain loop (min–max)", "tokens per step vs nodes per verify"))
-    for source in dict.fromkeys(r["source"] for r in rows):
+    for i, source in enumerate(dict.fromkeys(r["source"] for r in rows)):
         color = PALETTE.get(f"source_{source}", MODEL_COLORS[0])
         mine = [r for r in rows if r["source"] == source and r["kind"] != "plain"]
         fig.add_trace(go.Bar(
@@ -230,7 +230,8 @@ def shapes_figure(rows: list[dict]) -> go.Figure:
                          arrayminus=[r["speedup"] - r["speedup_min"] for r in mine])), 1, 1)
         fig.add_trace(go.Scatter(
             x=[r["nodes_per_verify"] for r in mine], y=[r["tokens_per_step"] for r in mine], mode="markers+text",
-            text=[short_label(r["method"]) for r in mine], textposition="top center", textfont=dict(size=9),
+            text=[short_label(r["method"]) for r in mine], textfont=dict(size=9),
+            textposition="top center" if i == 0 else "bottom center",     # two sources' labels never stack
             marker=dict(size=10, color=color), name=f"{source} prompts", legendgroup=source, showlegend=False,
             cliponaxis=False), 1, 2)                            # a label at the plot's edge is drawn whole
     fig.add_hline(y=1.0, line=dict(color=PALETTE["auxiliary"], dash="dot"), row=1, col=1)
@@ -238,6 +239,7 @@ def shapes_figure(rows: list[dict]) -> go.Figure:
     fig.update_yaxes(title_text="speedup", row=1, col=1)
     fig.update_xaxes(title_text="nodes per verify", type="log", row=1, col=2)
     fig.update_yaxes(title_text="tokens per step", row=1, col=2)
-    fig.update_layout(barmode="group", height=470, legend=dict(orientation="h", y=-0.35),
-                      margin=dict(l=60, r=70, t=60, b=60), template="plotly_white")
+    fig.update_layout(barmode="group", height=490, legend=dict(orientation="h", y=-0.35),
+                      title="Chain and trees, same prompts, measured on this machine",
+                      margin=dict(l=60, r=70, t=90, b=60), template="plotly_white")
     return fig

@@ -79,7 +79,7 @@ def test_winner_sentence_names_the_fastest_and_the_target():
 def test_acceptance_sentences_print_each_distinct_pair_once():
     twin = pd.concat([FRAME, FRAME[FRAME["method"] == "static: searched set"].assign(method="twin")])
     lines = acceptance_sentences(twin, ["static: searched set", "twin", "knapsack"])
-    assert len(lines) == 2 and lines[0].startswith("With static: searched set and twin,")
+    assert len(lines) == 2 and lines[0].startswith("On this machine, with static: searched set and twin,")
     assert len(set(lines)) == len(lines)
 
 
@@ -97,6 +97,7 @@ def test_set_changes_counts_switches_between_self_drafts():
     assert "changed its set 1 time over 4" in changes_sentence("x", matrix)
     assert "one set" in changes_sentence("x", [[1, 1, 1], [0, 0, 0]])
     assert "no step" in changes_sentence("x", [[-1, -1]])
+    assert changes_sentence("x", matrix, "stdlib").startswith("On this machine, on stdlib prompts, x changed")
 
 
 def test_lever_sentence_names_the_bigger_cost():
@@ -113,7 +114,7 @@ def test_most_changes_and_joined_timelines():
     from types import SimpleNamespace
 
     from labkit.core.skip import SkipSet
-    from labkit.lessons.adaptive_skip import joined_timeline, most_changes
+    from labkit.lessons.adaptive_skip import busiest_timeline, joined_timeline, most_changes
 
     def run(*sets):
         steps = [SimpleNamespace(skip=s, n_drafted=1) for s in sets]
@@ -125,6 +126,8 @@ def test_most_changes_and_joined_timelines():
                                           ("packages", "knapsack"): [run(a, a), run(a, b, a)]})
     assert most_changes(comparison, 2) == ("packages", "knapsack", 1, 2)       # static rows are not candidates
     assert joined_timeline(comparison.results[("packages", "knapsack")], 2)[0] == [1, 1, 1, 0, 1]
+    source, method, matrix, boundaries = busiest_timeline(comparison, 2)     # its changes span two prompts
+    assert (source, method, boundaries) == ("packages", "knapsack", [2]) and matrix[0] == [1, 1, 1, 0, 1]
 
 
 def test_set_explorer_controls_change_the_picture():

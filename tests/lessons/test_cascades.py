@@ -52,6 +52,7 @@ def test_level_sentence_names_each_helper():
     assert "lookup proposed 5.00 tokens per step, of which the level above kept 50%, at 0.04 ms per call" in text
     assert "skip 12/16 int8 proposed 5.00 tokens per step in 9% of the steps" in text
     assert "the top (skip 8/16 int8, 1.00 ms per forward)" in text
+    assert all(len(sentence.split()) <= 50 for sentence in text.split(". "))        # one sentence per level
 
 
 def test_pays_sentence_says_where_the_model_level_does_not_pay():
@@ -60,6 +61,7 @@ def test_pays_sentence_says_where_the_model_level_does_not_pay():
     assert "slower than the chain beyond the noise on every source" in text
     assert "what pays costs no forward: prompt lookup (0.04 ms per call)" in text
     assert DYN not in text                              # only the two-level cascades are judged
+    assert text.count("On this machine, ") == 2 and all(len(t.split()) <= 50 for t in text.split("On this machine"))
     paid = lc.pays_sentence(rows(lookup=(1.4, 1.3, 1.5), aggr=(1.7, 1.6, 1.8)), parts(0.7), ("stdlib", "packages"))
     assert "On this machine, the cheaper model level (skip 12/16 int8) paid here" in paid
     assert "70% of its proposals kept" in paid

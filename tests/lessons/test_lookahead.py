@@ -35,7 +35,7 @@ def test_pool_sentence_counts():
 def test_draftless_methods_and_the_formula_sentence():
     import pandas as pd
 
-    from labkit.lessons.lookahead import draftless_methods, formula_sentence
+    from labkit.lessons.lookahead import draftless_methods, formula_lines, formula_sentence
 
     model = tiny_model("llama", n_layers=2)
     methods = draftless_methods(model, "no such model folder")                # no Medusa heads there: four rows
@@ -47,4 +47,6 @@ def test_draftless_methods_and_the_formula_sentence():
                           "speedup": [1.0, 1.2, 1.3]}, index=["plain loop", "a", "b"])
     text = formula_sentence(frame)
     assert "b: 2.25 tokens per verify at c_v 1.40" in text and "measured 1.20×" in text
-    assert "most tokens per verify: b; the cheapest verify: a." in text
+    assert "most tokens per verify: b. The cheapest verify on this machine: a." in text
+    lines = formula_lines(frame)
+    assert len(lines) == 3 and all("this machine" in line and len(line.split()) <= 50 for line in lines)

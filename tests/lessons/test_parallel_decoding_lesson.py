@@ -71,3 +71,24 @@ def test_every_control_of_the_stepper_moves_its_figure():
     assert stepper.slider.max == min(len(runs["gauss-seidel, repeat"].trace.iterations), 24)
     stepper.slider.value = 2                                 # the slider shows the iteration the title names
     assert "after iteration 2 of" in stepper.figure.layout.title.text and "iteration 2:" in stepper.readout.value
+
+
+def test_reference_label_names_the_rows_group_06_measured():
+    label = lesson.reference_label(4)
+    assert label("jacobi, pad") == "jacobi, pad (block 4)" and label("gauss-seidel, self-draft") == (
+        "gauss-seidel, self-draft (block 4)")
+    assert label("self-speculative") == "shipped configuration"
+    assert label("prompt lookup") is None and label("plain loop") is None
+
+
+def test_live_rows_meet_the_committed_group_06_through_reference_label():
+    from labkit.lessons.reference_claims import live_beside_reference
+    from labkit.measure.reference.loader import Spread, load_reference
+
+    ref = load_reference("06")
+    shipped = ref.row("shipped configuration", "stdlib", "06").speedup
+    live = {"self-speculative": shipped, "prompt lookup": Spread(2.0, 1.9, 2.1),
+            "jacobi, pad": Spread(1.5, 1.4, 1.6)}
+    lines = live_beside_reference(live, ref, "06", "stdlib", lesson.reference_label(4))
+    assert len(lines) == 2 and all("this machine" in line for line in lines)
+    assert "agrees within the noise" in lines[0] and "gains more than the reference" in lines[1]

@@ -48,3 +48,34 @@ def test_live_spreads_read_frames_and_row_lists():
     assert rc.live_spreads(indexed) == {"jacobi, pad": Spread(1.0, 0.9, 1.1)}
     assert rc.live_spreads([{"method": "chain", "speedup": 1.3, "speedup_min": 1.2, "speedup_max": 1.4}]) == {
         "chain": Spread(1.3, 1.2, 1.4)}
+
+
+def test_ranked_sentence_orders_the_named_rows_and_names_the_ties():
+    ref = Reference([row(PLAIN, (1, 1, 1), group="summary"), row("lookahead", (1.13, 1.10, 1.14), group="summary"),
+                     row("token recycling", (1.82, 1.77, 1.86), group="summary"),
+                     row("Medusa heads", (1.70, 1.67, 1.80), group="summary"),
+                     row("draft head", (1.2, 1.18, 1.22), group="summary")], {"summary": MACHINE})
+    text = rc.ranked_sentence(ref, ["lookahead", "token recycling", "Medusa heads"])
+    assert text.index("token recycling 1.82×") < text.index("Medusa heads 1.70×") < text.index("lookahead 1.13×")
+    assert "draft head" not in text and "within the noise of each other: token recycling and Medusa heads." in text
+    apart = rc.ranked_sentence(ref, ["lookahead", "draft head"])
+    assert apart.endswith("each range apart from the next.") and len(apart.split()) <= 50
+    assert rc.ranked_sentence(None, ["lookahead"]) == rc.NO_REFERENCE
+    assert "has none of prompt lookup" in rc.ranked_sentence(ref, ["prompt lookup"])
+
+
+def test_live_lines_name_the_prompt_kind_when_there_are_several():
+    import pandas as pd
+
+    frame = pd.DataFrame({"source": ["stdlib", "packages"], "method": ["knapsack", "knapsack"],
+                          "speedup": [1.1, 1.2], "speedup_min": [1.0, 1.1], "speedup_max": [1.2, 1.3]})
+    lines = rc.live_lines(frame, REF, "07", ["stdlib", "packages"])
+    assert len(lines) == 2 and lines[0].startswith("On this machine knapsack (stdlib prompts) measured 1.10x")
+    assert "(packages prompts)" in lines[1] and all("agrees within the noise" in line for line in lines)
+    assert rc.live_lines(frame, REF, "07", ["stdlib"])[0].startswith("On this machine knapsack measured")
+
+
+def test_reference_spreads_only_for_measured_rows():
+    spreads = rc.reference_spreads(REF, ["ks", "other", PLAIN], "07", "stdlib", {"ks": "knapsack"}.get)
+    assert spreads == {"ks": [1.1, 1.0, 1.2]}
+    assert rc.reference_spreads(None, ["knapsack"], "07") == {}

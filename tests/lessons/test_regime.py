@@ -28,6 +28,8 @@ def test_bound_of_uses_the_roof_that_applies():
 def test_ceiling_and_regime_sentences():
     text = lr.ceiling_sentence({"fp32": CEILING})
     assert "20.0 GB/s" in text and "ridge lies at 4.0 FLOP per byte" in text and "about 8 tokens" in text
+    two = lr.ceiling_sentence({"fp32": CEILING, "bf16": CEILING})         # one list item per precision
+    assert two.count("\n* in ") == 2 and all(len(line.split()) <= 50 for line in two.splitlines())
     pts = [point("wide", 1, 2.0, 16.0, 8.0), point("wide", 64, 8.0, 1.0, 60.0)]
     text = lr.regime_sentence("wide", pts, CEILING, 300 * 2 ** 20)
     assert "memory-bound" in text and "4.0× as long for 64× the FLOPs" in text and "compute-bound" in text
@@ -45,6 +47,8 @@ def test_draft_cost_sentence_turns_with_the_diagonal():
     far = lr.draft_cost_sentence({"shipped": curve([1.0, 0.85, 0.72, 0.4], spread=0.01)})
     assert "above it by more than 0.1" in far and "+0.22 at 0.50" in far
     assert "diagonal lies inside" not in far
+    both = lr.draft_cost_sentence({"wide": curve([1.0, 0.77, 0.53, 0.3]), "shipped": curve([1.0, 0.85, 0.72, 0.4])})
+    assert both.startswith("* wide: ") and "\n* shipped: " in both          # one list item per model
     assert lr.fixed_share(curve([1.0, 0.75, 0.5, 0.25])) == pytest.approx(0.0, abs=1e-12)
     assert lr.fixed_share(curve([1.0, 0.8, 0.6, 0.4])) == pytest.approx(0.2)
 
@@ -123,7 +127,7 @@ def test_anatomy_sentences_turn_with_the_share_and_always_say_this_machine():
     draft["c"], int8["c"] = (0.61, 0.58, 0.66), (0.55, 0.5, 0.6)
     lines = lr.anatomy_sentences(full, draft, int8)
     assert len(lines) == 4 and all("this machine" in s and len(s.split()) <= 50 for s in lines)
-    assert "bound by its calls" in lines[0]
+    assert "bound by its calls" in lines[0] and f"({full['hooked_ms']:.2f} with the timing hooks" in lines[0]
     assert "c ≈ 0.62 is predicted; measured 0.61 (0.58–0.66)" in lines[1]      # (3.4 − 2.6 + 0.5 × 2.6) / 3.4
     assert "c measured 0.61 (0.58–0.66) in fp32, 0.55 (0.50–0.60) in int8" in lines[2]
     heavy = anatomy(3.0, 0.5)

@@ -122,3 +122,21 @@ def test_unsure_sentence_follows_where_the_draft_was_less_sure():
                                                                     acceptance=0.6)
     text = lt.unsure_sentence(even)
     assert "about as many tokens where the draft was less sure" in text and "won more" not in text
+
+
+def test_reference_labels_name_rows_group_10_measured():
+    from labkit.lessons.reference_claims import live_lines
+    from labkit.measure.reference.loader import load_reference
+
+    ref = load_reference("10")
+    for source in ("stdlib", "packages"):
+        for label in lt.REFERENCE_LABELS.values():
+            assert ref.row(label, source, "10")                      # each mapped label is a reference row
+    chain = ref.row("chain (shipped)", "stdlib", "10").speedup
+    rows = [{"source": "stdlib", "method": "chain", "speedup": chain.median, "speedup_min": chain.low,
+             "speedup_max": chain.high},
+            {"source": "stdlib", "method": "static (Medusa, 10 nodes)", "speedup": 1.0, "speedup_min": 0.9,
+             "speedup_max": 1.1}]
+    lines = live_lines(rows, ref, "10", ["stdlib"], lt.REFERENCE_LABELS.get)
+    assert len(lines) == 1 and lines[0].startswith("On this machine chain measured")
+    assert "agrees within the noise" in lines[0]

@@ -36,8 +36,9 @@ def test_drafter_figures():
     fig = vd.exit_layer_figure(table, {1: 0.2, 2: 0.5, 3: 1.0}, selected=2)
     check(fig)
     assert list(fig.data[0].marker.line.width) == [0, 3]
-    right = [t for t in fig.data if t.name and t.name.endswith("(right)")]
-    assert {t.yaxis for t in right} == {"y2"} and any(t.name.startswith("plain decoding") for t in right)
+    lower = [t for t in fig.data if t.yaxis == "y2"]        # speedups share the lower panel, acceptance the upper
+    assert any(t.name.startswith("plain decoding") for t in lower) and fig.data[0].yaxis in (None, "y")
+    assert fig.data[-1].name == "selected E" and fig.data[-1].yaxis == "y2" and fig.data[0].width == 0.6
     ctl = pd.DataFrame({"prompts": ["s"] * 3, "arm": ["no gate", "gate", "random control"],
                         "threshold": [np.nan, 0.4, 0.4], "speedup": [1.0, 1.1, 0.9], "speedup_min": [0.9, 1.0, 0.8],
                         "speedup_max": [1.1, 1.2, 1.0], "gated_fraction": [0.0, 0.7, 0.68]})

@@ -46,6 +46,10 @@ def test_comparison_and_histogram_figures():
     assert fig.data[1].error_x.array[0] == 0.0 and fig.data[1].error_x.arrayminus[0] == 0.0
     assert fig.data[1].error_x.array[1] == pytest.approx(0.86 - 5 / 6)
     assert fig.data[1].error_x.arrayminus[1] == pytest.approx(5 / 6 - 0.80)
+    assert len(fig.data) == 2                                      # no reference: this machine's bars alone
+    fig = vj.decoder_comparison_figure(frame, reference={"jacobi, pad": [0.76, 0.74, 0.77], "other": [1, 1, 1]})
+    diamonds = fig.data[2]
+    assert list(diamonds.y) == ["jacobi, pad"] and list(diamonds.x) == [0.76] and fig.data[1].showlegend
     model = tiny_model("llama", n_layers=2, vocab_size=97)
     trace = jacobi_generate(model, torch.tensor([[3, 4, 5]]), 10, block_size=4).trace
     fig = vj.fixed_per_iteration_figure({"jacobi, pad": [trace]})

@@ -24,6 +24,8 @@ def test_roofline_figure_draws_roofs_and_points():
     assert len(fig.data) == 3 + 4 and list(fig.data[3].x) == [0.5, 4.0]
     assert fig.data[4].mode == "markers+text" and fig.data[3].mode == "markers"    # MLP blocks labelled
     assert fig.layout.xaxis.type == "log" and fig.layout.yaxis.type == "log"
+    shown = [t.name for t in fig.data[3:] if t.showlegend is not False]
+    assert shown == ["a", "b"] and fig.data[4].textposition != fig.data[6].textposition   # one entry per regime
 
 
 def test_cost_figures():

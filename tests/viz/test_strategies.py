@@ -46,7 +46,9 @@ def test_set_timeline_figure_rows_are_blocks():
     heat = fig.data[0]
     assert list(heat.y) == ["attention 0", "attention 1", "MLP 0", "MLP 1"]
     assert [list(r) for r in heat.z] == matrix and heat.customdata[0][2] == "no self-draft"
-    assert fig.layout.width <= FIGURE_WIDTH
+    assert fig.layout.width <= FIGURE_WIDTH and not fig.layout.shapes
+    joined = set_timeline_figure([0, 1, 2], matrix, 2, boundaries=[2])       # two prompts end to end
+    assert [shape.x0 for shape in joined.layout.shapes] == [1.5]
 
 
 def test_value_labels_stay_off_the_reference_lines():

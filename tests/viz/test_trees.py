@@ -66,3 +66,4 @@ def test_verify_width_and_shapes_figures_draw_their_rows():
     fig = vt.shapes_figure(rows)
     assert len(fig.data) == 4 and list(fig.data[0].x) == ["chain", "dynamic (top 2, 8 nodes)"]
     assert list(fig.data[1].text) == ["chain", "dynamic 2/8"] and list(fig.data[1].y) == [4.5, 4.2]
+    assert (fig.data[1].textposition, fig.data[3].textposition) == ("top center", "bottom center")   # never stacked

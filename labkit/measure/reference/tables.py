@@ -174,7 +174,7 @@ def _cpu_cell(ref: Reference, label: str | None, source: str, best: list[str]) -
     found = [r for r in ref.select("summary", source) if r.method == label]
     if not found:
         return "not measured"
-    mark = " (best, within the noise)" if label in best else ""
+    mark = "" if label not in best else " (fastest)" if len(best) == 1 else " (fastest, tied within the noise)"
     return f"{found[0].speedup.median:.2f}x{mark}"
 
 
