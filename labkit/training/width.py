@@ -108,9 +108,11 @@ def _fit_layer(mlp, x: torch.Tensor, cfg: WidthFitConfig) -> tuple[torch.Tensor,
 
 
 @torch.inference_mode()
-def fit_predictors(model, windows: torch.Tensor, cfg: WidthFitConfig = WidthFitConfig()) -> WidthPredictors:
-    """Every layer's predictor and importance fitted on the model's own activations over ``windows``."""
-    inputs = mlp_inputs(model, windows)
+def fit_predictors(model, windows: torch.Tensor, cfg: WidthFitConfig = WidthFitConfig(),
+                   progress: bool = True) -> WidthPredictors:
+    """Every layer's predictor and importance fitted on the model's own activations over ``windows``
+    (``progress``: a progress bar over the batches of windows)."""
+    inputs = mlp_inputs(model, windows, progress=progress)
     parts = [_fit_layer(layer.mlp, x, cfg) for layer, x in zip(decoder_layers(model), inputs)]
     return WidthPredictors([p[0] for p in parts], [p[1] for p in parts], [p[2] for p in parts],
                            {"config": asdict(cfg), "tokens": int(inputs[0].shape[0])})
@@ -141,9 +143,10 @@ def recall(model, predictors: WidthPredictors, windows: torch.Tensor, kept: floa
     return rows
 
 
-def load_or_fit(model, tokenizer, cache_file: str | Path, cfg: WidthFitConfig = WidthFitConfig()) -> WidthPredictors:
+def load_or_fit(model, tokenizer, cache_file: str | Path, cfg: WidthFitConfig = WidthFitConfig(),
+                progress: bool = True) -> WidthPredictors:
     """The predictors cached in ``cache_file`` when they were fitted with ``cfg`` for a model of this shape, else
-    fitted on training-split windows and cached there."""
+    fitted on training-split windows and cached there (``progress``: a progress bar while fitting)."""
     cache_file = Path(cache_file)
     if cache_file.exists():
         cached = WidthPredictors.load(cache_file)
@@ -151,7 +154,7 @@ def load_or_fit(model, tokenizer, cache_file: str | Path, cfg: WidthFitConfig = 
             cached.check(model)
             return cached
     windows = sample_windows(tokenizer, "train", cfg.windows, cfg.window_tokens, cfg.seed)
-    predictors = fit_predictors(model, windows, cfg)
+    predictors = fit_predictors(model, windows, cfg, progress)
     predictors.save(cache_file)
     return predictors
 
@@ -162,7 +165,9 @@ def predictors_cache(name) -> Path:
     return RESULTS_DIR / "width" / f"{model_key(name)}-{fingerprint(name)}.pt"
 
 
-def predictors_for(name, model, tokenizer, cfg: WidthFitConfig = WidthFitConfig()) -> WidthPredictors:
+def predictors_for(name, model, tokenizer, cfg: WidthFitConfig = WidthFitConfig(),
+                   progress: bool = True) -> WidthPredictors:
     """:func:`load_or_fit` at the model's own cache (:func:`predictors_cache`): what notebook 12 and the reference
-    group ``12`` read, so both use the same predictors."""
-    return load_or_fit(model, tokenizer, predictors_cache(name), cfg)
+    group ``12`` read, so both use the same predictors. Notebook 12 passes ``progress=False``: a finished progress
+    bar is a closed widget, and its first run on a fresh clone (nothing cached) would show one the second does not."""
+    return load_or_fit(model, tokenizer, predictors_cache(name), cfg, progress)

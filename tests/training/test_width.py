@@ -43,6 +43,15 @@ def test_load_or_fit_caches_and_refits_for_another_config(model, tmp_path):
     assert other.a[0].shape[1] == 4 and isinstance(other, WidthPredictors)
 
 
+def test_fitting_shows_a_progress_bar_unless_asked_not_to(model, tmp_path, capsys):
+    """Notebook 12 fits without one: a finished bar is a closed widget the browser layer cannot read back."""
+    cfg = WidthFitConfig(rank=4, windows=3, window_tokens=16)
+    load_or_fit(model, ToyTokenizer(), tmp_path / "quiet.pt", cfg, progress=False)
+    assert "MLP inputs" not in capsys.readouterr().err
+    load_or_fit(model, ToyTokenizer(), tmp_path / "shown.pt", cfg)
+    assert "MLP inputs" in capsys.readouterr().err
+
+
 def test_clear_errors():
     with pytest.raises(ValueError, match="rank"):
         WidthFitConfig(rank=0)
